@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The executor interface: where a suspended coroutine is resumed, and with what priority.
+//! Completion sources that are not executors themselves (the GPU reactor, timers) capture
+//! the executor a coroutine runs on when it suspends and hand the coroutine back to it,
+//! so a coroutine always resumes on the executor it belongs to.
+
+#include <coroutine>
+#include <cstdint>
+
+namespace cuawait {
+
+//! Scheduling priority. Higher runs first among work queued on the same worker.
+enum class priority : std::uint8_t { low = 0, normal = 1, high = 2 };
+
+//! Number of distinct priorities.
+inline constexpr int priority_count = 3;
+
+//! A place that resumes coroutines. Implementations: `thread_pool`, the driving thread
+//! of `sync_wait`-style loops, `inline_executor`.
+class executor {
+public:
+  //! Arranges for `h` to be resumed on this executor with priority `p`. Thread-safe;
+  //! never resumes `h` inside the call unless the executor is documented as inline.
+  virtual void post(std::coroutine_handle<> h, priority p) noexcept = 0;
+
+protected:
+  ~executor() = default;
+};
+
+namespace detail {
+struct execution_context {
+  executor* current = nullptr;
+  priority current_priority = priority::normal;
+};
+constinit inline thread_local execution_context tl_execution{};
+} // namespace detail
+
+//! The executor running the calling code, or nullptr on a thread no executor owns.
+[[nodiscard]] inline executor* current_executor() noexcept {
+  return detail::tl_execution.current;
+}
+
+//! The priority the calling code was scheduled with.
+[[nodiscard]] inline priority current_priority() noexcept {
+  return detail::tl_execution.current_priority;
+}
+
+//! Marks the calling thread as running on `ex` with priority `p` for the scope's lifetime.
+//! Executors use it around each resumption; users rarely need it.
+class executor_scope {
+public:
+  executor_scope(executor* ex, priority p) noexcept : m_saved(detail::tl_execution) {
+    detail::tl_execution = {ex, p};
+  }
+  executor_scope(const executor_scope&) = delete;
+  executor_scope& operator=(const executor_scope&) = delete;
+  ~executor_scope() { detail::tl_execution = m_saved; }
+
+private:
+  detail::execution_context m_saved;
+};
+
+} // namespace cuawait
