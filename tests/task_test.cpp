@@ -194,7 +194,9 @@ TEST(Task, ResumedOnAnotherThreadContinuesThere) {
   struct on_new_thread {
     std::thread* th;
     bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) { *th = std::thread([h] { h.resume(); }); }
+    void await_suspend(std::coroutine_handle<> h) {
+      *th = std::thread([h] { h.resume(); });
+    }
     void await_resume() const noexcept {}
   };
   std::thread th;

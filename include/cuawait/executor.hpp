@@ -39,9 +39,7 @@ constinit inline thread_local execution_context tl_execution{};
 } // namespace detail
 
 //! The executor running the calling code, or nullptr on a thread no executor owns.
-[[nodiscard]] inline executor* current_executor() noexcept {
-  return detail::tl_execution.current;
-}
+[[nodiscard]] inline executor* current_executor() noexcept { return detail::tl_execution.current; }
 
 //! The priority the calling code was scheduled with.
 [[nodiscard]] inline priority current_priority() noexcept {

@@ -45,8 +45,7 @@ public:
   struct promise_type {
     blocking_signal* signal = nullptr;
     std::exception_ptr exception;
-    std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>>
-        value{};
+    std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>> value{};
 
     sync_wait_task get_return_object() noexcept {
       return sync_wait_task{std::coroutine_handle<promise_type>::from_promise(*this)};

@@ -66,7 +66,7 @@ public:
   task<T> get_return_object() noexcept;
 
   template <class U>
-    requires std::is_constructible_v<T, U&&>
+  requires std::is_constructible_v<T, U&&>
   void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     ::new (static_cast<void*>(std::addressof(m_value))) T(std::forward<U>(v));
     m_state = state::value;

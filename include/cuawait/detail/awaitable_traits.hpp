@@ -12,14 +12,18 @@
 namespace cuawait::detail {
 
 template <class T>
-concept has_member_co_await = requires(T&& t) { static_cast<T&&>(t).operator co_await(); };
+concept has_member_co_await = requires(T&& t) {
+  static_cast<T&&>(t).operator co_await();
+};
 
 template <class T>
-concept has_free_co_await = requires(T&& t) { operator co_await(static_cast<T&&>(t)); };
+concept has_free_co_await = requires(T&& t) {
+  operator co_await(static_cast<T&&>(t));
+};
 
 template <class T>
 concept is_suspend_result = std::same_as<T, void> || std::same_as<T, bool> ||
-                            std::convertible_to<T, std::coroutine_handle<>>;
+    std::convertible_to<T, std::coroutine_handle<>>;
 
 } // namespace cuawait::detail
 
