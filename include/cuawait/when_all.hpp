@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `when_all`: await several awaitables at once and get all their results.
+//!
+//! ```cpp
+//! auto [a, b] = co_await cuawait::when_all(load(x), load(y));        // std::tuple
+//! std::vector<int> all = co_await cuawait::when_all(std::move(tasks)); // input order
+//! ```
+
+#include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/detail/when_all_awaitable.hpp"
+#include "cuawait/detail/when_all_result.hpp"
+#include "cuawait/detail/when_all_task.hpp"
+
+#include <iterator>
+#include <ranges>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cuawait::concepts {
+
+//! Something a combinator can take as a child: awaitable as it will be held (an lvalue by
+//! reference, an rvalue by value).
+template <class A>
+concept combinator_child = awaitable<detail::child_param_t<A> &&>;
+
+//! A range whose elements a combinator can take as children (see `when_all(range)`).
+template <class Range>
+concept combinator_child_range = std::ranges::input_range<Range> && combinator_child<
+    std::conditional_t<std::is_lvalue_reference_v<Range>, std::ranges::range_reference_t<Range>,
+                       std::ranges::range_rvalue_reference_t<Range>>>;
+
+} // namespace cuawait::concepts
+
+namespace cuawait::detail {
+
+template <class Range>
+using range_child_t =
+    std::conditional_t<std::is_lvalue_reference_v<Range>, std::ranges::range_reference_t<Range>,
+                       std::ranges::range_rvalue_reference_t<Range>>;
+
+//! One wrapper coroutine per element, in order; elements of an rvalue range are moved in.
+template <class R, class State, class Range>
+std::vector<when_all_task<R, State>> wrap_range(Range&& range) {
+  using param_t = child_param_t<range_child_t<Range>>;
+  std::vector<when_all_task<R, State>> children;
+  if constexpr (std::ranges::sized_range<Range>) {
+    children.reserve(static_cast<std::size_t>(std::ranges::size(range)));
+  }
+  for (auto it = std::ranges::begin(range); it != std::ranges::end(range); ++it) {
+    if constexpr (std::is_lvalue_reference_v<Range>) {
+      children.push_back(make_when_all_task<R, State, param_t>(*it));
+    } else {
+      children.push_back(make_when_all_task<R, State, param_t>(std::ranges::iter_move(it)));
+    }
+  }
+  return children;
+}
+
+} // namespace cuawait::detail
+
+namespace cuawait {
+
+//! Awaits all of `awaitables` concurrently and yields `std::tuple` of their results, in
+//! argument order: a `void` result becomes `void_value`, a reference result stays a
+//! reference, an rvalue-reference result is moved into a value.
+//!
+//! Nothing runs until the result is awaited (as an rvalue, once). Then every child starts
+//! in turn on the awaiting thread and runs until it first suspends; they may finish on
+//! any threads; the awaiting coroutine resumes on the thread of the last one to finish.
+//! Children inherit the awaiting coroutine's stop token.
+//!
+//! @throws the first exception thrown by a child, in completion order, rethrown only
+//!         once every child has finished (later exceptions are dropped).
+//! Lifetime: rvalue arguments are moved into the result; lvalue arguments are referenced
+//! and must outlive the `co_await`.
+template <concepts::combinator_child... As>
+[[nodiscard]] auto when_all(As&&... awaitables) {
+  return detail::when_all_tuple_awaitable<detail::wrapped_result_t<As>...>(
+      detail::make_when_all_task<detail::wrapped_result_t<As>, detail::when_all_state,
+                                 detail::child_param_t<As>>(static_cast<As&&>(awaitables))...);
+}
+
+//! Awaits every element of `range` concurrently (as the variadic form does) and yields a
+//! `std::vector` of their results in input order: references as `std::reference_wrapper`,
+//! or `void` when the elements yield `void`. An empty range completes at once.
+//!
+//! @throws the first exception thrown by an element, in completion order, once every
+//!         element has finished; `std::bad_alloc` when the wrappers cannot be allocated.
+//! Lifetime: the elements of an rvalue range (e.g. `std::move(tasks)`) are moved out of it
+//! at this call; those of an lvalue range are referenced and must outlive the `co_await`.
+template <class Range>
+requires concepts::combinator_child_range<Range> &&(!concepts::combinator_child<Range>)
+    [[nodiscard]] auto when_all(Range&& range) {
+  using result_t = detail::wrapped_result_t<detail::range_child_t<Range>>;
+  return detail::when_all_range_awaitable<result_t>(
+      detail::wrap_range<result_t, detail::when_all_state>(static_cast<Range&&>(range)));
+}
+
+} // namespace cuawait

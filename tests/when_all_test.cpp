@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <cuawait/sync_wait.hpp>
+#include <cuawait/task.hpp>
+#include <cuawait/when_all.hpp>
+
+#include "common/counted.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <coroutine>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace ca = cuawait;
+using ca::test::counted;
+
+namespace {
+
+// A one-shot event for one waiter on one thread: lets a test choose the order in which
+// children finish.
+class gate {
+public:
+  gate() = default;
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+  [[nodiscard]] bool await_ready() const noexcept { return m_open; }
+  void await_suspend(std::coroutine_handle<> h) noexcept { m_waiter = h; }
+  void await_resume() const noexcept {}
+  void open() {
+    m_open = true;
+    if (auto h = std::exchange(m_waiter, {})) {
+      ca::detail::resume(h);
+    }
+  }
+
+private:
+  bool m_open = false;
+  std::coroutine_handle<> m_waiter;
+};
+
+// A few worker threads resuming whatever is scheduled on them (test-local stand-in for
+// the project's thread_pool). The destructor runs everything queued, then joins.
+class test_pool {
+public:
+  explicit test_pool(int threads) {
+    for (int i = 0; i < threads; ++i) {
+      m_threads.emplace_back([this] { run(); });
+    }
+  }
+  test_pool(const test_pool&) = delete;
+  test_pool& operator=(const test_pool&) = delete;
+  ~test_pool() {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_stopping = true;
+    }
+    m_cv.notify_all();
+    for (auto& t : m_threads) {
+      t.join();
+    }
+  }
+  auto schedule() noexcept {
+    struct awaiter {
+      test_pool* pool;
+      [[nodiscard]] bool await_ready() const noexcept { return false; }
+      void await_suspend(std::coroutine_handle<> h) { pool->post(h); }
+      void await_resume() const noexcept {}
+    };
+    return awaiter{this};
+  }
+
+private:
+  void post(std::coroutine_handle<> h) {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_queue.push_back(h);
+    }
+    m_cv.notify_one();
+  }
+  void run() {
+    for (;;) {
+      std::coroutine_handle<> h;
+      {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
+        if (m_queue.empty()) {
+          return;
+        }
+        h = m_queue.front();
+        m_queue.pop_front();
+      }
+      ca::detail::resume(h);
+    }
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::coroutine_handle<>> m_queue;
+  bool m_stopping = false;
+  std::vector<std::thread> m_threads;
+};
+
+// A plain awaiter (not a task) that is ready at once with a value.
+struct ready_int {
+  int value;
+  [[nodiscard]] bool await_ready() const noexcept { return true; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  int await_resume() const noexcept { return value; }
+};
+
+ca::task<int> value_of(int v) { co_return v; }
+ca::task<void> nothing() { co_return; }
+
+TEST(WhenAll, TupleKeepsArgumentOrderAndMapsVoidAndReferences) {
+  int x = 3;
+  auto ref = [&]() -> ca::task<int&> { co_return x; };
+  auto str = []() -> ca::task<std::string> { co_return "s"; };
+  auto result = ca::sync_wait(ca::when_all(value_of(1), nothing(), ref(), str()));
+  static_assert(
+      std::is_same_v<decltype(result), std::tuple<int, ca::void_value, int&, std::string>>);
+  EXPECT_EQ(std::get<0>(result), 1);
+  EXPECT_EQ(&std::get<2>(result), &x);
+  EXPECT_EQ(std::get<3>(result), "s");
+}
+
+TEST(WhenAll, AcceptsAnyAwaitableAndLvalueChildren) {
+  auto t = value_of(7);
+  auto body = [&]() -> ca::task<int> {
+    auto [a, b, c] = co_await ca::when_all(ready_int{5}, std::suspend_never{}, t);
+    static_assert(std::is_same_v<decltype(b), ca::void_value>);
+    static_assert(std::is_same_v<decltype(c), int&>);
+    co_return a + c;
+  };
+  EXPECT_EQ(ca::sync_wait(body()), 12);
+  EXPECT_TRUE(t.is_ready()); // the lvalue task itself ran, not a copy
+}
+
+TEST(WhenAll, EmptyArgumentsAndEmptyRangeCompleteAtOnce) {
+  static_assert(std::is_same_v<decltype(ca::sync_wait(ca::when_all())), std::tuple<>>);
+  ca::sync_wait(ca::when_all());
+  EXPECT_TRUE(ca::sync_wait(ca::when_all(std::vector<ca::task<int>>{})).empty());
+  ca::sync_wait(ca::when_all(std::vector<ca::task<void>>{}));
+}
+
+TEST(WhenAll, StartsEveryChildBeforeAnyFinishesAndResultsKeepInputOrder) {
+  std::vector<gate> gates(5);
+  std::vector<int> started;
+  std::vector<ca::task<int>> tasks;
+  for (int i = 0; i < 5; ++i) {
+    tasks.push_back([](gate& g, std::vector<int>& log, int i) -> ca::task<int> {
+      log.push_back(i);
+      co_await g;
+      co_return i * 10;
+    }(gates[static_cast<std::size_t>(i)], started, i));
+  }
+  std::vector<int> result;
+  bool done = false;
+  auto body_fn = [&]() -> ca::task<void> {
+    result = co_await ca::when_all(std::move(tasks));
+    done = true;
+  };
+  auto body = body_fn();
+  ca::detail::resume(body.handle());
+  EXPECT_EQ(started, (std::vector<int>{0, 1, 2, 3, 4}));
+  for (int i = 4; i >= 0; --i) { // finish in reverse order
+    EXPECT_FALSE(done);
+    gates[static_cast<std::size_t>(i)].open();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(result, (std::vector<int>{0, 10, 20, 30, 40}));
+}
+
+TEST(WhenAll, RangeOfVoidAndLvalueRangeOfReferences) {
+  int ran = 0;
+  std::vector<ca::task<void>> voids;
+  for (int i = 0; i < 3; ++i) {
+    voids.push_back([](int& n) -> ca::task<void> {
+      ++n;
+      co_return;
+    }(ran));
+  }
+  static_assert(std::is_void_v<decltype(ca::sync_wait(ca::when_all(std::move(voids))))>);
+  ca::sync_wait(ca::when_all(std::move(voids)));
+  EXPECT_EQ(ran, 3);
+
+  std::vector<ca::task<int>> tasks;
+  tasks.push_back(value_of(1));
+  tasks.push_back(value_of(2));
+  auto refs = ca::sync_wait(ca::when_all(tasks)); // lvalue range: results refer into it
+  static_assert(std::is_same_v<decltype(refs), std::vector<std::reference_wrapper<int>>>);
+  ASSERT_EQ(refs.size(), 2U);
+  EXPECT_EQ(refs[1].get(), 2);
+  EXPECT_TRUE(tasks[0].is_ready());
+}
+
+TEST(WhenAll, RethrowsFirstExceptionByCompletionOrderAfterAllFinished) {
+  std::vector<gate> gates(3);
+  std::atomic<int> finished{0};
+  auto child = [&](int i, bool fail) -> ca::task<int> {
+    gate& g = gates[static_cast<std::size_t>(i)]; // g++ 12 copies `co_await gates[i]`
+    co_await g;
+    ++finished;
+    if (fail) {
+      throw std::runtime_error("child " + std::to_string(i));
+    }
+    co_return i;
+  };
+  std::string caught;
+  bool done = false;
+  auto body_fn = [&]() -> ca::task<void> {
+    try {
+      co_await ca::when_all(child(0, true), child(1, false), child(2, true));
+    } catch (const std::runtime_error& e) {
+      caught = e.what();
+    }
+    done = true;
+  };
+  auto body = body_fn();
+  ca::detail::resume(body.handle());
+  gates[2].open(); // child 2 fails first
+  EXPECT_FALSE(done);
+  gates[0].open(); // child 0 fails second
+  EXPECT_FALSE(done) << "when_all must wait for every child, even after a failure";
+  gates[1].open();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(finished.load(), 3);
+  EXPECT_EQ(caught, "child 2");
+}
+
+TEST(WhenAll, RangeRethrowsAndFreesEverything) {
+  counted::reset();
+  {
+    std::vector<ca::task<int>> tasks;
+    for (int i = 0; i < 4; ++i) {
+      tasks.push_back([](counted c) -> ca::task<int> {
+        if (c.id == 2) {
+          throw std::logic_error("two");
+        }
+        co_return c.id;
+      }(counted{i}));
+    }
+    EXPECT_THROW(ca::sync_wait(ca::when_all(std::move(tasks))), std::logic_error);
+  }
+  EXPECT_EQ(counted::alive(), 0);
+  EXPECT_EQ(counted::copies.load(), 0);
+}
+
+TEST(WhenAll, ResultsAreMovedNeverCopied) {
+  counted::reset();
+  {
+    auto make = [](int i) -> ca::task<counted> { co_return counted{i}; };
+    auto [a, b] = ca::sync_wait(ca::when_all(make(1), make(2)));
+    EXPECT_EQ(a.id + b.id, 3);
+    std::vector<ca::task<counted>> tasks;
+    tasks.push_back(make(3));
+    tasks.push_back(make(4));
+    auto v = ca::sync_wait(ca::when_all(std::move(tasks)));
+    EXPECT_EQ(v[0].id + v[1].id, 7);
+  }
+  EXPECT_EQ(counted::copies.load(), 0);
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+TEST(WhenAll, UnawaitedWhenAllFreesItsChildren) {
+  counted::reset();
+  {
+    auto child = [](counted c) -> ca::task<int> { co_return c.id; };
+    auto w = ca::when_all(child(counted{1}), child(counted{2}));
+    auto moved = std::move(w); // movable until awaited
+    EXPECT_GT(counted::alive(), 0);
+  }
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+TEST(WhenAll, ChildrenInheritTheAwaitingCoroutinesStopToken) {
+  std::stop_source source;
+  auto child = []() -> ca::task<bool> {
+    const std::stop_token token = co_await ca::get_stop_token();
+    co_return token.stop_requested();
+  };
+  source.request_stop();
+  auto body = [&]() -> ca::task<bool> {
+    auto [a, b] = co_await ca::when_all(child(), child());
+    co_return a&& b;
+  };
+  EXPECT_TRUE(ca::sync_wait(body().with_stop_token(source.get_token())));
+}
+
+TEST(WhenAll, NestsInsideWhenAll) {
+  auto inner = []() -> ca::task<int> {
+    auto [a, b] = co_await ca::when_all(value_of(1), value_of(2));
+    co_return a + b;
+  };
+  auto [x, y] = ca::sync_wait(ca::when_all(inner(), ca::when_all(value_of(4), nothing())));
+  EXPECT_EQ(x, 3);
+  EXPECT_EQ(std::get<0>(y), 4);
+}
+
+TEST(WhenAll, ChildrenFinishingOnManyThreads) {
+  test_pool pool(4);
+  std::atomic<int> ran{0};
+  std::vector<ca::task<int>> tasks;
+  for (int i = 0; i < 1000; ++i) {
+    tasks.push_back([](test_pool& p, std::atomic<int>& n, int i) -> ca::task<int> {
+      co_await p.schedule();
+      ++n;
+      if (i % 100 == 99) {
+        throw std::runtime_error("hundredth");
+      }
+      co_return i;
+    }(pool, ran, i));
+  }
+  EXPECT_THROW(ca::sync_wait(ca::when_all(std::move(tasks))), std::runtime_error);
+  EXPECT_EQ(ran.load(), 1000);
+}
+
+TEST(WhenAllStress, HundredThousandTasks) {
+  constexpr int n = 100'000;
+  std::vector<ca::task<int>> tasks;
+  tasks.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back(value_of(i));
+  }
+  const auto results = ca::sync_wait(ca::when_all(std::move(tasks)));
+  ASSERT_EQ(results.size(), static_cast<std::size_t>(n));
+  long long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(results[static_cast<std::size_t>(i)], i);
+    sum += results[static_cast<std::size_t>(i)];
+  }
+  EXPECT_EQ(sum, static_cast<long long>(n) * (n - 1) / 2);
+}
+
+TEST(WhenAllStress, HundredThousandTasksCompletingOnAPool) {
+  constexpr int n = 100'000;
+  test_pool pool(4);
+  std::vector<ca::task<int>> tasks;
+  tasks.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back([](test_pool& p, int i) -> ca::task<int> {
+      co_await p.schedule();
+      co_return i;
+    }(pool, i));
+  }
+  const auto results = ca::sync_wait(ca::when_all(std::move(tasks)));
+  ASSERT_EQ(results.size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(results[static_cast<std::size_t>(i)], i);
+  }
+}
+
+} // namespace
