@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `thread_pool`: a work-stealing executor with priorities.
+
+#include "cuawait/executor.hpp"
+
+#include <coroutine>
+#include <cstddef>
+#include <memory>
+#include <thread>
+
+namespace cuawait {
+
+//! A fixed set of worker threads that resume coroutines.
+//!
+//! Scheduling: each worker owns a queue. A coroutine posted from one of the pool's own
+//! workers goes to that worker's queue (it stays warm in that core's cache); a post from
+//! any other thread goes to a shared injection queue. A worker takes the oldest handle of
+//! the highest priority found in its own queue or the injection queue (and, every few
+//! rounds, the injection queue first, so outside work is never starved by local work);
+//! with both empty it steals from the other workers. A worker that finds nothing spins
+//! briefly, then parks on a condition variable until work is posted: an idle pool uses no
+//! CPU. Every resumption runs inside an `executor_scope` naming this pool and the
+//! priority the coroutine was posted with.
+//!
+//! Shutdown (`shutdown()`, also run by the destructor):
+//! - From then on the pool accepts new work only from its own workers (the continuations
+//!   of work it already holds). A `post()` from any other thread resumes the coroutine at
+//!   once on the calling thread, and `schedule()` completes without suspending: nothing is
+//!   leaked, dropped or left hanging, but that code runs on the caller's thread.
+//! - Work already queued, and everything it queues on the pool in turn, runs to completion
+//!   before the workers exit; `shutdown()` then joins them and returns.
+//! - It is idempotent and may be called from several threads (all return after the join).
+//! - Calling it from one of this pool's workers would join the calling thread: it throws
+//!   `std::logic_error` instead (and the destructor, being noexcept, terminates).
+//!
+//! A coroutine suspended elsewhere (on a GPU operation, a mutex...) when the pool shuts
+//! down is resumed by whoever completes it, on that thread, as described above.
+class thread_pool final : public executor {
+public:
+  //! Starts `threads` workers (at least one; 0 means one).
+  //! @throws std::system_error when a thread cannot be started.
+  explicit thread_pool(std::size_t threads = std::thread::hardware_concurrency());
+
+  //! Shuts the pool down (see the class comment) and joins the workers.
+  //! Terminates when run on one of this pool's workers.
+  ~thread_pool();
+
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  //! Queues `h` to run on a worker with priority `p`; never resumes it inside the call,
+  //! except after `shutdown()` from a non-worker thread (then it runs here, at once).
+  void post(std::coroutine_handle<> h, priority p) noexcept override;
+
+  //! Awaiter returned by `schedule()`.
+  class schedule_awaiter {
+  public:
+    [[nodiscard]] bool await_ready() const noexcept { return false; }
+    //! Queues the awaiting coroutine; continues inline (returns false) once shut down.
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return m_pool.try_enqueue(h, m_p); }
+    void await_resume() const noexcept {}
+
+  private:
+    friend class thread_pool;
+    schedule_awaiter(thread_pool& pool, priority p) noexcept : m_pool(pool), m_p(p) {}
+    thread_pool& m_pool;
+    priority m_p;
+  };
+
+  //! `co_await pool.schedule()` moves the awaiting coroutine onto a worker, keeping the
+  //! priority it runs with now (`current_priority()`).
+  [[nodiscard]] schedule_awaiter schedule() noexcept { return {*this, current_priority()}; }
+  //! `co_await pool.schedule(p)` moves the awaiting coroutine onto a worker with priority `p`.
+  [[nodiscard]] schedule_awaiter schedule(priority p) noexcept { return {*this, p}; }
+
+  //! Number of worker threads.
+  [[nodiscard]] std::size_t size() const noexcept;
+
+  //! True once `shutdown()` has begun.
+  [[nodiscard]] bool is_shutting_down() const noexcept;
+
+  //! True when called from one of this pool's worker threads.
+  [[nodiscard]] bool on_worker_thread() const noexcept;
+
+  //! Stops accepting outside work, runs what is queued, joins the workers (class comment).
+  //! @throws std::logic_error when called from one of this pool's workers.
+  void shutdown();
+
+  struct impl; //!< Internal; defined in src/core/thread_pool.cpp.
+
+private:
+  //! Queues `h`, or returns false when the pool no longer accepts work from this thread.
+  bool try_enqueue(std::coroutine_handle<> h, priority p) noexcept;
+
+  std::unique_ptr<impl> m_impl;
+};
+
+} // namespace cuawait

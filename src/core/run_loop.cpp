@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/run_loop.hpp"
+
+#include "cuawait/detail/trampoline.hpp"
+
+namespace cuawait {
+
+run_loop::~run_loop() { poll(); }
+
+void run_loop::post(std::coroutine_handle<> h, priority p) noexcept {
+  // Notify under the lock: once the item is visible the driver may run it, finish and
+  // destroy the loop, so nothing here may touch the loop after the unlock.
+  const std::lock_guard lock(m_mutex);
+  m_queue.push(h, p);
+  m_cv.notify_one(); // one driver at a time
+}
+
+void run_loop::execute(std::coroutine_handle<> h, priority p) noexcept {
+  const executor_scope scope(this, p);
+  detail::resume(h);
+}
+
+void run_loop::run() {
+  for (;;) {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [this] { return m_finish || !m_queue.empty(); });
+    if (m_finish) {
+      m_finish = false;
+      return;
+    }
+    const auto [h, p] = m_queue.pop();
+    lock.unlock();
+    execute(h, p);
+  }
+}
+
+bool run_loop::run_one() {
+  std::unique_lock lock(m_mutex);
+  m_cv.wait(lock, [this] { return m_finish || m_wake_pending || !m_queue.empty(); });
+  if (m_queue.empty()) {
+    m_wake_pending = false;
+    return false;
+  }
+  const auto [h, p] = m_queue.pop();
+  lock.unlock();
+  execute(h, p);
+  return true;
+}
+
+std::size_t run_loop::poll() {
+  std::size_t n = 0;
+  for (;;) {
+    std::unique_lock lock(m_mutex);
+    if (m_queue.empty()) {
+      return n;
+    }
+    const auto [h, p] = m_queue.pop();
+    lock.unlock();
+    execute(h, p);
+    ++n;
+  }
+}
+
+void run_loop::run_until(const bool& done) {
+  for (;;) {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return done || !m_queue.empty(); });
+    if (done) {
+      return;
+    }
+    const auto [h, p] = m_queue.pop();
+    lock.unlock();
+    execute(h, p);
+  }
+}
+
+void run_loop::mark_done(bool& done) noexcept {
+  // Notify under the lock: once the driver sees `done` it may destroy the loop.
+  const std::lock_guard lock(m_mutex);
+  done = true;
+  m_cv.notify_all();
+}
+
+void run_loop::finish() noexcept {
+  const std::lock_guard lock(m_mutex);
+  m_finish = true;
+  m_cv.notify_all();
+}
+
+void run_loop::wake() noexcept {
+  const std::lock_guard lock(m_mutex);
+  m_wake_pending = true;
+  m_cv.notify_all();
+}
+
+std::size_t run_loop::pending() const noexcept {
+  const std::lock_guard lock(m_mutex);
+  return m_queue.size();
+}
+
+} // namespace cuawait

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/thread_pool.hpp"
+
+#include "cuawait/detail/pool_queue.hpp"
+#include "cuawait/detail/trampoline.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+namespace cuawait {
+
+namespace {
+
+//! A queue and the mask of priorities it holds, readable without the lock so that scans
+//! skip empty queues. The mask is stored (seq_cst) under the lock after every change.
+struct alignas(64) locked_queue {
+  std::mutex mutex;
+  detail::priority_rings rings;
+  std::atomic<unsigned> mask{0};
+
+  void push(std::coroutine_handle<> h, priority p) {
+    const std::lock_guard lock(mutex);
+    rings.push(h, p);
+    mask.store(rings.mask());
+  }
+  bool try_pop(std::coroutine_handle<>& h, priority& p) noexcept {
+    if (mask.load() == 0) {
+      return false;
+    }
+    const std::lock_guard lock(mutex);
+    if (rings.empty()) {
+      return false;
+    }
+    std::tie(h, p) = rings.pop();
+    mask.store(rings.mask());
+    return true;
+  }
+};
+
+//! Which pool (and which of its workers) the calling thread is, if any.
+struct worker_identity {
+  const thread_pool::impl* pool = nullptr;
+  std::size_t index = 0;
+};
+constinit thread_local worker_identity tl_worker{};
+
+//! Rounds of spinning (with a yield) before an idle worker parks.
+constexpr int idle_spin_rounds = 32;
+//! Every this many picks a worker looks at the injection queue first (fairness).
+constexpr unsigned injection_fairness_period = 61;
+
+} // namespace
+
+struct thread_pool::impl {
+  impl(thread_pool& owner, std::size_t n) : owner(owner), queues(n) {}
+
+  thread_pool& owner;
+  std::vector<locked_queue> queues; //!< one per worker
+  locked_queue injection;           //!< posts from outside the pool
+  std::atomic<bool> stopping{false};
+
+  // Parking. A poster publishes its work (queue mask, seq_cst), then reads `sleepers`; a
+  // worker about to park increments `sleepers`, then rescans the masks. Both orders are
+  // seq_cst, so either the worker sees the work or the poster sees the sleeper and hands
+  // it a token: no lost wake-up.
+  std::atomic<std::size_t> sleepers{0};
+  std::mutex park_mutex;
+  std::condition_variable park_cv;
+  std::size_t wake_tokens = 0; //!< guarded by park_mutex
+
+  std::mutex shutdown_mutex;
+  std::vector<std::thread> threads;
+  bool joined = false; //!< guarded by shutdown_mutex
+
+  void start(std::size_t n) {
+    threads.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      threads.emplace_back([this, i] { worker_main(i); });
+    }
+  }
+
+  void notify_work() noexcept {
+    if (sleepers.load() == 0) {
+      return;
+    }
+    {
+      const std::lock_guard lock(park_mutex);
+      wake_tokens = std::min(wake_tokens + 1, queues.size());
+    }
+    park_cv.notify_one();
+  }
+
+  [[nodiscard]] bool any_work_visible() const noexcept {
+    if (injection.mask.load() != 0) {
+      return true;
+    }
+    return std::any_of(queues.begin(), queues.end(),
+                       [](const locked_queue& q) { return q.mask.load() != 0; });
+  }
+
+  //! Own queue or injection queue, whichever holds the higher priority; then stealing.
+  bool find_work(std::size_t self, unsigned& tick, std::coroutine_handle<>& h, priority& p) {
+    locked_queue& local = queues[self];
+    const unsigned mine = local.mask.load();
+    const unsigned outside = injection.mask.load();
+    bool outside_first = outside != 0 && (mine == 0 || ++tick % injection_fairness_period == 0 ||
+                                          detail::priority_rings::top_priority_index(outside) >
+                                              detail::priority_rings::top_priority_index(mine));
+    if (outside_first && injection.try_pop(h, p)) {
+      return true;
+    }
+    if (local.try_pop(h, p) || injection.try_pop(h, p)) {
+      return true;
+    }
+    const std::size_t n = queues.size();
+    for (std::size_t k = 1; k < n; ++k) {
+      if (queues[(self + k) % n].try_pop(h, p)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  //! Waits until work may be available. Returns false when the worker should exit: the
+  //! pool is stopping and no queue holds anything (outside posts are refused by then, and
+  //! only a queue's owner adds to it, so nothing can appear for this worker later).
+  bool park() {
+    for (int i = 0; i < idle_spin_rounds; ++i) {
+      if (any_work_visible()) {
+        return true;
+      }
+      std::this_thread::yield();
+    }
+    const bool stop = stopping.load(); // read before the scan: see above
+    sleepers.fetch_add(1);
+    if (any_work_visible() || stop) {
+      sleepers.fetch_sub(1);
+      return !stop || any_work_visible();
+    }
+    {
+      std::unique_lock lock(park_mutex);
+      park_cv.wait(lock, [this] { return wake_tokens > 0 || stopping.load(); });
+      if (wake_tokens > 0) {
+        --wake_tokens;
+      }
+    }
+    sleepers.fetch_sub(1);
+    return true;
+  }
+
+  void worker_main(std::size_t self) {
+    tl_worker = {this, self};
+    unsigned tick = 0;
+    std::coroutine_handle<> h;
+    priority p = priority::normal;
+    for (;;) {
+      if (find_work(self, tick, h, p)) {
+        const executor_scope scope(&owner, p);
+        detail::resume(h);
+      } else if (!park()) {
+        break;
+      }
+    }
+    tl_worker = {};
+  }
+};
+
+thread_pool::thread_pool(std::size_t threads)
+    : m_impl(std::make_unique<impl>(*this, std::max<std::size_t>(threads, 1))) {
+  try {
+    m_impl->start(m_impl->queues.size());
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+thread_pool::~thread_pool() { shutdown(); }
+
+std::size_t thread_pool::size() const noexcept { return m_impl->queues.size(); }
+
+bool thread_pool::is_shutting_down() const noexcept { return m_impl->stopping.load(); }
+
+bool thread_pool::on_worker_thread() const noexcept { return tl_worker.pool == m_impl.get(); }
+
+bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
+  impl& s = *m_impl;
+  if (tl_worker.pool == &s) {
+    s.queues[tl_worker.index].push(h, p);
+  } else {
+    const std::lock_guard lock(s.injection.mutex);
+    // Checked under the injection lock, which shutdown() also takes to set the flag: a
+    // post either lands before the flag (and is drained) or sees it.
+    if (s.stopping.load()) {
+      return false;
+    }
+    s.injection.rings.push(h, p);
+    s.injection.mask.store(s.injection.rings.mask());
+  }
+  s.notify_work();
+  return true;
+}
+
+void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {
+  if (!try_enqueue(h, p)) {
+    const executor_scope scope(this, p);
+    detail::resume(h);
+  }
+}
+
+void thread_pool::shutdown() {
+  impl& s = *m_impl;
+  if (tl_worker.pool == &s) {
+    throw std::logic_error("cuawait::thread_pool::shutdown called from one of its own workers");
+  }
+  const std::lock_guard guard(s.shutdown_mutex);
+  if (s.joined) {
+    return;
+  }
+  {
+    const std::lock_guard lock(s.injection.mutex);
+    s.stopping.store(true);
+  }
+  { const std::lock_guard lock(s.park_mutex); }
+  s.park_cv.notify_all();
+  for (std::thread& t : s.threads) {
+    if (t.joinable()) {
+      t.join();
+    }
+  }
+  s.joined = true;
+}
+
+} // namespace cuawait

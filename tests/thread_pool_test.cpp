@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <cuawait/sync_wait.hpp>
+#include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
+
+#include "common/counted.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <latch>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ca = cuawait;
+using ca::priority;
+using ca::test::counted;
+
+namespace {
+
+//! A coroutine that starts at once and frees itself when it finishes.
+struct detached {
+  struct promise_type {
+    detached get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+};
+
+//! A coroutine that waits to be posted somewhere, then runs and frees itself. If nobody
+//! ever resumes it, its frame (and whatever it holds) leaks: tests count that.
+struct job {
+  struct promise_type {
+    job get_return_object() noexcept {
+      return job{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_always initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+  std::coroutine_handle<> handle;
+};
+
+job record(std::vector<std::string>& order, std::string label, std::latch& done) {
+  order.push_back(std::move(label)); // single worker in these tests: no race
+  done.count_down();
+  co_return;
+}
+
+//! Blocks the worker that runs it until the test opens `gate`.
+job block_worker(std::latch& started, std::latch& gate) {
+  started.count_down();
+  gate.wait();
+  co_return;
+}
+
+TEST(ThreadPool, SizeIsAtLeastOne) {
+  ca::thread_pool three(3);
+  EXPECT_EQ(three.size(), 3U);
+  ca::thread_pool zero(0);
+  EXPECT_EQ(zero.size(), 1U);
+}
+
+TEST(ThreadPool, ScheduleMovesOntoAWorkerWithExecutorScope) {
+  ca::thread_pool pool(2);
+  const auto main_id = std::this_thread::get_id();
+  auto body = [&]() -> ca::task<bool> {
+    co_await pool.schedule(priority::high);
+    const bool moved = std::this_thread::get_id() != main_id && pool.on_worker_thread();
+    const bool scoped = ca::current_executor() == &pool && ca::current_priority() == priority::high;
+    co_await pool.schedule(); // keeps the current priority
+    co_return moved&& scoped&& ca::current_priority() == priority::high;
+  };
+  EXPECT_TRUE(ca::sync_wait(body()));
+  EXPECT_FALSE(pool.on_worker_thread());
+  EXPECT_EQ(ca::current_executor(), nullptr);
+}
+
+TEST(ThreadPool, IdleWorkersStealWorkQueuedBehindABlockedWorker) {
+  constexpr int n = 64;
+  ca::thread_pool pool(4);
+  std::latch gate(1);
+  std::latch all_done(n);
+  std::latch blocker_done(1);
+  std::atomic<std::thread::id> blocked_id{};
+  std::atomic<int> ran_on_blocked{0};
+
+  auto item = [&]() -> job {
+    if (std::this_thread::get_id() == blocked_id.load()) {
+      ++ran_on_blocked;
+    }
+    all_done.count_down();
+    co_return;
+  };
+  auto blocker = [&]() -> job {
+    blocked_id = std::this_thread::get_id();
+    for (int i = 0; i < n; ++i) {
+      pool.post(item().handle, priority::normal); // from a worker: its own queue
+    }
+    gate.wait();
+    blocker_done.count_down();
+    co_return;
+  };
+  pool.post(blocker().handle, priority::normal);
+  // Returns only if other workers took the items while their owner is still blocked.
+  all_done.wait();
+  EXPECT_EQ(ran_on_blocked.load(), 0);
+  gate.count_down();
+  blocker_done.wait();
+}
+
+TEST(ThreadPool, QueuedHighRunsBeforeQueuedLowOnOneWorker) {
+  ca::thread_pool pool(1);
+  std::vector<std::string> order;
+  std::latch done(7);
+  auto producer = [&]() -> job {
+    // All posted from the worker, so all wait in its own queue until this returns.
+    pool.post(record(order, "low1", done).handle, priority::low);
+    pool.post(record(order, "high1", done).handle, priority::high);
+    pool.post(record(order, "normal1", done).handle, priority::normal);
+    pool.post(record(order, "low2", done).handle, priority::low);
+    pool.post(record(order, "high2", done).handle, priority::high);
+    pool.post(record(order, "normal2", done).handle, priority::normal);
+    order.push_back("producer");
+    done.count_down();
+    co_return;
+  };
+  pool.post(producer().handle, priority::low);
+  done.wait();
+  const std::vector<std::string> expected{"producer", "high1", "high2", "normal1",
+                                          "normal2",  "low1",  "low2"};
+  EXPECT_EQ(order, expected);
+}
+
+TEST(ThreadPool, PriorityOrdersOutsidePostsAndBeatsLocalLowWork) {
+  ca::thread_pool pool(1);
+  std::vector<std::string> order;
+  std::latch done(5);
+  std::latch started(1);
+  std::latch gate(1);
+  auto producer = [&]() -> job {
+    pool.post(record(order, "local-low", done).handle, priority::low);
+    started.count_down();
+    gate.wait(); // the test posts from outside meanwhile
+    co_return;
+  };
+  pool.post(producer().handle, priority::normal);
+  started.wait();
+  pool.post(record(order, "out-low", done).handle, priority::low);
+  pool.post(record(order, "out-normal", done).handle, priority::normal);
+  pool.post(record(order, "out-high1", done).handle, priority::high);
+  pool.post(record(order, "out-high2", done).handle, priority::high);
+  gate.count_down();
+  done.wait();
+  const std::vector<std::string> expected{"out-high1", "out-high2", "out-normal", "local-low",
+                                          "out-low"};
+  EXPECT_EQ(order, expected);
+}
+
+TEST(ThreadPool, ShutdownRunsQueuedWorkAndRunsLatePostsInline) {
+  constexpr int n = 200;
+  counted::reset();
+  std::atomic<int> ran{0};
+  {
+    ca::thread_pool pool(1);
+    std::latch started(1);
+    std::latch gate(1);
+    pool.post(block_worker(started, gate).handle, priority::normal);
+    started.wait();
+    auto item = [&](ca::thread_pool& p) -> job {
+      const counted c(1);
+      co_await p.schedule(); // during the drain this hop is local work: accepted
+      ++ran;
+      co_return;
+    };
+    for (int i = 0; i < n; ++i) {
+      pool.post(item(pool).handle, priority::normal);
+    }
+    EXPECT_EQ(counted::alive(), 0); // frames not started yet
+    std::thread stopper([&] { pool.shutdown(); });
+    while (!pool.is_shutting_down()) {
+      std::this_thread::yield();
+    }
+    // Refused by the pool, so it runs here, now.
+    bool late_ran = false;
+    const auto main_id = std::this_thread::get_id();
+    auto late = [&]() -> job {
+      late_ran = std::this_thread::get_id() == main_id && ca::current_executor() == &pool;
+      co_return;
+    };
+    pool.post(late().handle, priority::normal);
+    EXPECT_TRUE(late_ran);
+    gate.count_down();
+    stopper.join();
+    EXPECT_EQ(ran.load(), n);
+  }
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+TEST(ThreadPool, ShutdownIsIdempotentAndMayRaceWithItself) {
+  ca::thread_pool pool(3);
+  std::thread a([&] { pool.shutdown(); });
+  std::thread b([&] { pool.shutdown(); });
+  pool.shutdown();
+  a.join();
+  b.join();
+  pool.shutdown();
+  EXPECT_TRUE(pool.is_shutting_down());
+}
+
+TEST(ThreadPool, ShutdownFromAWorkerThrows) {
+  ca::thread_pool pool(2);
+  auto body = [&]() -> ca::task<std::string> {
+    co_await pool.schedule();
+    try {
+      pool.shutdown();
+    } catch (const std::logic_error& e) {
+      co_return e.what();
+    }
+    co_return "no exception";
+  };
+  EXPECT_NE(ca::sync_wait(body()).find("own workers"), std::string::npos);
+  EXPECT_FALSE(pool.is_shutting_down());
+}
+
+TEST(ThreadPool, ScheduleAfterShutdownContinuesOnTheCaller) {
+  ca::thread_pool pool(2);
+  pool.shutdown();
+  auto body = [&]() -> ca::task<std::thread::id> {
+    co_await pool.schedule();
+    co_return std::this_thread::get_id();
+  };
+  EXPECT_EQ(ca::sync_wait(body()), std::this_thread::get_id());
+}
+
+TEST(ThreadPool, ExceptionsCrossThePool) {
+  ca::thread_pool pool(2);
+  auto body = [&]() -> ca::task<int> {
+    co_await pool.schedule();
+    throw std::runtime_error("from a worker");
+    co_return 0;
+  };
+  EXPECT_THROW(ca::sync_wait(body()), std::runtime_error);
+}
+
+TEST(ThreadPool, StressHundredThousandTasksFromOutside) {
+  constexpr std::int64_t n = 100'000;
+  ca::thread_pool pool(4);
+  std::atomic<std::int64_t> sum{0};
+  std::latch done(n);
+  auto work = [&](std::int64_t i) -> detached {
+    co_await pool.schedule();
+    sum += i;
+    done.count_down();
+  };
+  for (std::int64_t i = 0; i < n; ++i) {
+    work(i);
+  }
+  done.wait();
+  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+}
+
+TEST(ThreadPool, StressTasksSpawnedFromWorkersWithHops) {
+  constexpr std::int64_t roots = 100;
+  constexpr std::int64_t per_root = 1000;
+  ca::thread_pool pool(4);
+  std::atomic<std::int64_t> sum{0};
+  std::latch done(roots * per_root);
+  auto leaf = [&](std::int64_t i) -> detached {
+    co_await pool.schedule(priority::low); // local queue of the spawning worker
+    co_await pool.schedule(priority::high);
+    sum += i;
+    done.count_down();
+  };
+  auto root = [&](std::int64_t r) -> detached {
+    co_await pool.schedule();
+    for (std::int64_t i = 0; i < per_root; ++i) {
+      leaf(r * per_root + i);
+    }
+  };
+  for (std::int64_t r = 0; r < roots; ++r) {
+    root(r);
+  }
+  done.wait();
+  const std::int64_t n = roots * per_root;
+  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+}
+
+TEST(ThreadPool, NoLostWakeUpsWhenPostingOneAtATime) {
+  // Each round lets the workers go idle, then posts one item: a lost wake-up hangs here
+  // (and the 30 s CTest timeout fails the test).
+  ca::thread_pool pool(2);
+  auto hop = [&]() -> ca::task<int> {
+    co_await pool.schedule();
+    co_return 1;
+  };
+  int total = 0;
+  for (int i = 0; i < 2000; ++i) {
+    total += ca::sync_wait(hop());
+  }
+  EXPECT_EQ(total, 2000);
+}
+
+TEST(ThreadPool, DestructorDrainsWorkPostedFromOutside) {
+  counted::reset();
+  std::atomic<int> ran{0};
+  {
+    ca::thread_pool pool(2);
+    auto item = [&]() -> job {
+      const counted c(1);
+      ++ran;
+      co_return;
+    };
+    for (int i = 0; i < 1000; ++i) {
+      pool.post(item().handle, priority::low);
+    }
+  }
+  EXPECT_EQ(ran.load(), 1000);
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+} // namespace
