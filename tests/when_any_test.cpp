@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <cuawait/sync_wait.hpp>
+#include <cuawait/task.hpp>
+#include <cuawait/when_any.hpp>
+
+#include "common/counted.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <coroutine>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace ca = cuawait;
+using ca::test::counted;
+
+namespace {
+
+// A one-shot event for one waiter on one thread: lets a test choose the order in which
+// children finish.
+class gate {
+public:
+  gate() = default;
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+  [[nodiscard]] bool await_ready() const noexcept { return m_open; }
+  void await_suspend(std::coroutine_handle<> h) noexcept { m_waiter = h; }
+  void await_resume() const noexcept {}
+  void open() {
+    m_open = true;
+    if (auto h = std::exchange(m_waiter, {})) {
+      ca::detail::resume(h);
+    }
+  }
+
+private:
+  bool m_open = false;
+  std::coroutine_handle<> m_waiter;
+};
+
+// A few worker threads resuming whatever is scheduled on them (test-local stand-in for
+// the project's thread_pool). The destructor runs everything queued, then joins.
+class test_pool {
+public:
+  explicit test_pool(int threads) {
+    for (int i = 0; i < threads; ++i) {
+      m_threads.emplace_back([this] { run(); });
+    }
+  }
+  test_pool(const test_pool&) = delete;
+  test_pool& operator=(const test_pool&) = delete;
+  ~test_pool() {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_stopping = true;
+    }
+    m_cv.notify_all();
+    for (auto& t : m_threads) {
+      t.join();
+    }
+  }
+  auto schedule() noexcept {
+    struct awaiter {
+      test_pool* pool;
+      [[nodiscard]] bool await_ready() const noexcept { return false; }
+      void await_suspend(std::coroutine_handle<> h) { pool->post(h); }
+      void await_resume() const noexcept {}
+    };
+    return awaiter{this};
+  }
+
+private:
+  void post(std::coroutine_handle<> h) {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_queue.push_back(h);
+    }
+    m_cv.notify_one();
+  }
+  void run() {
+    for (;;) {
+      std::coroutine_handle<> h;
+      {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
+        if (m_queue.empty()) {
+          return;
+        }
+        h = m_queue.front();
+        m_queue.pop_front();
+      }
+      ca::detail::resume(h);
+    }
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::coroutine_handle<>> m_queue;
+  bool m_stopping = false;
+  std::vector<std::thread> m_threads;
+};
+
+ca::task<int> value_of(int v) { co_return v; }
+
+// A loser: hops onto the pool until asked to stop, then finishes normally.
+ca::task<int> until_stopped(test_pool& pool, std::atomic<int>& finished, int v) {
+  const std::stop_token token = co_await ca::get_stop_token();
+  while (!token.stop_requested()) {
+    co_await pool.schedule();
+  }
+  ++finished;
+  co_return v;
+}
+
+// A winner: finishes after one hop onto the pool.
+ca::task<int> after_hop(test_pool& pool, int v) {
+  co_await pool.schedule();
+  co_return v;
+}
+
+TEST(WhenAny, VariadicYieldsIndexAndVariantAndWaitsForLosers) {
+  gate g0;
+  gate g1;
+  auto int_child = [](gate& g) -> ca::task<int> {
+    co_await g;
+    co_return 1;
+  };
+  auto str_child = [](gate& g) -> ca::task<std::string> {
+    co_await g;
+    co_return "second";
+  };
+  using variant_t = std::variant<int, std::string>;
+  std::optional<ca::when_any_result<variant_t>> result;
+  auto body_fn = [&]() -> ca::task<void> {
+    result.emplace(co_await ca::when_any(int_child(g0), str_child(g1)));
+  };
+  auto body = body_fn();
+  ca::detail::resume(body.handle());
+  g1.open();
+  EXPECT_FALSE(result) << "when_any must not complete before every child has finished";
+  g0.open(); // this child ignores stop requests: it finishes on its own
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->index, 1U);
+  ASSERT_EQ(result->value.index(), 1U);
+  EXPECT_EQ(std::get<1>(result->value), "second");
+}
+
+TEST(WhenAny, VoidAndReferenceAlternativesAndPlainAwaitables) {
+  int x = 0;
+  auto ref = [&]() -> ca::task<int&> { co_return x; };
+  auto r = ca::sync_wait(ca::when_any(ref(), std::suspend_never{}));
+  static_assert(
+      std::is_same_v<decltype(r.value), std::variant<std::reference_wrapper<int>, ca::void_value>>);
+  EXPECT_EQ(r.index, 0U); // the first to finish: children start in argument order
+  EXPECT_EQ(&std::get<0>(r.value).get(), &x);
+
+  auto [index, value] = ca::sync_wait(ca::when_any(std::suspend_never{}, value_of(3)));
+  EXPECT_EQ(index, 0U);
+  EXPECT_TRUE(std::holds_alternative<ca::void_value>(value));
+}
+
+TEST(WhenAny, WinnerStopsLosersThroughTheirStopToken) {
+  test_pool pool(2);
+  std::atomic<int> finished{0};
+  std::vector<ca::task<int>> tasks;
+  for (int i = 0; i < 4; ++i) {
+    tasks.push_back(i == 2 ? after_hop(pool, 20) : until_stopped(pool, finished, i));
+  }
+  const auto result = ca::sync_wait(ca::when_any(std::move(tasks)));
+  static_assert(std::is_same_v<decltype(result), const ca::when_any_result<int>>);
+  EXPECT_EQ(result.index, 2U);
+  EXPECT_EQ(result.value, 20);
+  EXPECT_EQ(finished.load(), 3) << "every loser ran to completion before when_any resumed";
+}
+
+TEST(WhenAny, ChildrenStartedAfterTheWinnerStartStopped) {
+  test_pool pool(1);
+  std::atomic<int> finished{0};
+  // value_of finishes at once, so the loser starts with its stop already requested.
+  auto r = ca::sync_wait(ca::when_any(value_of(5), until_stopped(pool, finished, 6)));
+  EXPECT_EQ(r.index, 0U);
+  EXPECT_EQ(std::get<0>(r.value), 5);
+  EXPECT_EQ(finished.load(), 1);
+}
+
+TEST(WhenAny, RangeOfVoidYieldsOnlyTheIndex) {
+  test_pool pool(2);
+  std::atomic<int> finished{0};
+  auto void_loser = [&]() -> ca::task<void> { co_await until_stopped(pool, finished, 0); };
+  std::vector<ca::task<void>> tasks;
+  tasks.push_back(void_loser());
+  tasks.push_back([](test_pool& p) -> ca::task<void> { co_await p.schedule(); }(pool));
+  const ca::when_any_result<void> r = ca::sync_wait(ca::when_any(std::move(tasks)));
+  EXPECT_EQ(r.index, 1U);
+  EXPECT_EQ(finished.load(), 1);
+}
+
+TEST(WhenAny, EmptyRangeThrowsAtOnce) {
+  EXPECT_THROW((void)ca::when_any(std::vector<ca::task<int>>{}), std::invalid_argument);
+}
+
+TEST(WhenAny, RethrowsTheWinnersExceptionAndIgnoresLosers) {
+  test_pool pool(2);
+  std::atomic<int> finished{0};
+  auto failing_winner = [](test_pool& p) -> ca::task<int> {
+    co_await p.schedule();
+    throw std::runtime_error("winner");
+  };
+  EXPECT_THROW(ca::sync_wait(ca::when_any(until_stopped(pool, finished, 0), failing_winner(pool))),
+               std::runtime_error);
+  EXPECT_EQ(finished.load(), 1);
+
+  auto failing_loser = [](test_pool& p, std::atomic<int>& n) -> ca::task<int> {
+    co_await until_stopped(p, n, 0);
+    throw std::logic_error("loser");
+  };
+  auto r = ca::sync_wait(ca::when_any(failing_loser(pool, finished), after_hop(pool, 9)));
+  EXPECT_EQ(r.index, 1U);
+  EXPECT_EQ(std::get<1>(r.value), 9);
+  EXPECT_EQ(finished.load(), 2);
+}
+
+TEST(WhenAny, ForwardsAStopRequestOfTheAwaitingCoroutine) {
+  test_pool pool(2);
+  std::atomic<int> finished{0};
+  std::stop_source source;
+  auto body = [&]() -> ca::task<std::size_t> {
+    auto r =
+        co_await ca::when_any(until_stopped(pool, finished, 0), until_stopped(pool, finished, 1));
+    co_return r.index;
+  };
+  std::size_t index = 99;
+  std::thread waiter([&] { index = ca::sync_wait(body().with_stop_token(source.get_token())); });
+  source.request_stop(); // before, during or after the children started: all must end
+  waiter.join();
+  EXPECT_LT(index, 2U);
+  EXPECT_EQ(finished.load(), 2);
+}
+
+TEST(WhenAny, ResultsAreMovedNeverCopiedAndNothingLeaks) {
+  counted::reset();
+  {
+    test_pool pool(1);
+    std::atomic<int> finished{0};
+    auto make = [](int i) -> ca::task<counted> { co_return counted{i}; };
+    auto loser = [](test_pool& p, std::atomic<int>& n, counted c) -> ca::task<counted> {
+      co_await until_stopped(p, n, 0);
+      co_return c;
+    };
+    auto r = ca::sync_wait(ca::when_any(make(1), loser(pool, finished, counted{2})));
+    EXPECT_EQ(std::get<0>(r.value).id, 1);
+    std::vector<ca::task<counted>> tasks;
+    tasks.push_back(loser(pool, finished, counted{3}));
+    tasks.push_back(make(4));
+    auto v = ca::sync_wait(ca::when_any(std::move(tasks)));
+    EXPECT_EQ(v.value.id, 4);
+    EXPECT_EQ(counted::alive(), 2) << "only the two results are left";
+  }
+  EXPECT_EQ(counted::copies.load(), 0);
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {
+  test_pool pool(4);
+  for (int round = 0; round < 2000; ++round) {
+    std::atomic<int> ran{0};
+    auto racer = [](test_pool& p, std::atomic<int>& n, int i) -> ca::task<int> {
+      co_await p.schedule();
+      ++n;
+      if (i == 3) {
+        throw std::runtime_error("racer 3");
+      }
+      co_return i;
+    };
+    std::vector<ca::task<int>> tasks;
+    for (int i = 0; i < 4; ++i) {
+      tasks.push_back(racer(pool, ran, i));
+    }
+    try {
+      const auto r = ca::sync_wait(ca::when_any(std::move(tasks)));
+      ASSERT_LT(r.index, 3U);
+      ASSERT_EQ(r.value, static_cast<int>(r.index));
+    } catch (const std::runtime_error&) { // racer 3 won this round
+    }
+    ASSERT_EQ(ran.load(), 4) << "round " << round;
+  }
+}
+
+TEST(WhenAnyStress, WinnersRacingStopRequestsOfTheAwaitingCoroutine) {
+  test_pool pool(4);
+  for (int round = 0; round < 500; ++round) {
+    std::atomic<int> finished{0};
+    std::stop_source source;
+    auto body = [&]() -> ca::task<std::size_t> {
+      auto r = co_await ca::when_any(until_stopped(pool, finished, 0), after_hop(pool, 1),
+                                     until_stopped(pool, finished, 2));
+      co_return r.index;
+    };
+    std::thread stopper([&] { source.request_stop(); });
+    const std::size_t index = ca::sync_wait(body().with_stop_token(source.get_token()));
+    stopper.join();
+    ASSERT_LT(index, 3U);
+    ASSERT_EQ(finished.load(), 2) << "round " << round;
+  }
+}
+
+} // namespace
