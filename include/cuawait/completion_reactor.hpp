@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The completion reactor: resumes coroutines whose asynchronous work (GPU work, for the
+//! CUDA layer) has finished. CUDA-free; what "finished" means comes from a
+//! `completion_source`.
+//!
+//! Waits are intrusive nodes kept in FIFO order per lane (a CUDA stream: work on one stream
+//! finishes in order). A poll asks the source only about the oldest wait of each active
+//! lane, so a poll costs O(active lanes) and each completion O(1) amortised, however many
+//! waits are pending.
+//!
+//! The polling thread spins while waits are pending and something finished recently (the
+//! spin window), then parks: indefinitely when no wait is pending, otherwise in a timed
+//! wait (`park_poll`) unless the source notifies completions. A new wait or a `notify()`
+//! wakes it at once.
+
+#include "cuawait/completion_source.hpp"
+#include "cuawait/detail/reactor_node.hpp"
+#include "cuawait/reactor_stats.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace cuawait {
+
+//! How the reactor polls. The defaults keep resumption within microseconds for work up to
+//! ~15 ms long and bound idle CPU (see docs/PERFORMANCE.md).
+struct reactor_options {
+  //! Start a polling thread. Without one, the owner drives the reactor with `poll()`.
+  bool start_thread = true;
+  //! Keep spinning this long after the last completion or new wait.
+  std::chrono::nanoseconds spin_window = std::chrono::milliseconds(15);
+  //! When parked with waits pending and a source that does not notify, poll this often.
+  std::chrono::nanoseconds park_poll = std::chrono::microseconds(500);
+  //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
+  std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
+};
+
+//! Resumes coroutines waiting on asynchronous work. Thread-safe.
+//!
+//! Resumption: a wait submitted with an executor is `post`ed to it (with its priority);
+//! one without (a plain thread awaited) is resumed inline on the thread that polls, through
+//! `detail::resume`. Never on any thread of the source (e.g. a CUDA callback thread).
+//!
+//! Lifetime: the source must outlive the reactor. Destroying the reactor stops the thread
+//! and cancels the waits still pending (their coroutines resume with
+//! `completion_state::cancelled`); call `drain()` first to let them finish instead.
+class completion_reactor {
+public:
+  explicit completion_reactor(completion_source& source, reactor_options options = {});
+  completion_reactor(const completion_reactor&) = delete;
+  completion_reactor& operator=(const completion_reactor&) = delete;
+  ~completion_reactor();
+
+  //! Registers `w` (its awaiter part filled) and returns true; or, when `w` is the oldest of
+  //! its lane and already finished, resolves it at once and returns false (the caller does
+  //! not suspend). `w` must stay alive and unmoved until it is resolved or withdrawn.
+  bool submit(detail::wait_node& w) noexcept;
+
+  //! Removes `w` if the reactor has not handed it to its executor yet; afterwards the
+  //! reactor never touches `w` nor resumes its coroutine. Returns true when withdrawn.
+  //! Called by an awaiter's destructor (its coroutine is being destroyed).
+  bool withdraw(detail::wait_node& w) noexcept;
+
+  //! One poll over the active lanes: resolves what finished, posts or resumes it. Returns
+  //! the number of waits resolved. Safe alongside the thread, but meant for reactors
+  //! without one.
+  std::size_t poll();
+
+  //! Polls (spinning, then sleeping `park_poll` between polls) until no wait is pending.
+  //! Without a thread, it resumes inline waiters on the calling thread.
+  void drain();
+
+  //! Cancels every pending wait: each resumes with `completion_state::cancelled`.
+  //! Returns how many were cancelled.
+  std::size_t cancel_all();
+
+  //! Wakes the polling thread if parked. Safe from any thread, including a CUDA callback.
+  void notify() noexcept;
+
+  //! Records the resume latency of `w` (called by the awaiter when its coroutine runs) and
+  //! calls the `on_resume` hook.
+  void on_resumed(const detail::wait_node& w) noexcept;
+
+  //! Installs tracing hooks (copied). Call before submitting waits.
+  void set_trace(const reactor_trace& trace) noexcept;
+  //! The hooks (for awaiters to call `on_suspend`).
+  [[nodiscard]] const reactor_trace& trace() const noexcept { return m_trace; }
+
+  //! Counters, a consistent snapshot of the pending waits per lane.
+  [[nodiscard]] reactor_stats stats() const;
+  //! Waits pending now.
+  [[nodiscard]] std::size_t pending() const noexcept {
+    return m_pending_count.load(std::memory_order_relaxed);
+  }
+
+  //! The source the reactor asks.
+  [[nodiscard]] completion_source& source() const noexcept { return *m_source; }
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  detail::reactor_lane& lane_for(const void* key);
+  std::size_t sweep_locked(bool probe) noexcept;
+  void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
+  void fail_all_locked(completion_state why, int error) noexcept;
+  void unlink_locked(detail::wait_node& w) noexcept;
+  std::size_t run_ready_inline();
+  void thread_main(std::stop_token stop);
+  void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);
+  void wake() noexcept;
+  static std::uint64_t now_ns() noexcept;
+
+  completion_source* m_source;
+  reactor_options m_options;
+  reactor_trace m_trace{};
+
+  mutable std::mutex m_mutex; // guards lanes, nodes, the ready list
+  std::unordered_map<const void*, std::unique_ptr<detail::reactor_lane>> m_lanes;
+  std::vector<detail::reactor_lane*> m_active;
+  detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
+  detail::wait_node* m_ready_tail = nullptr;
+  std::uint64_t m_last_progress_ns = 0;
+  std::uint64_t m_last_probe_ns = 0;
+
+  std::atomic<std::size_t> m_pending_count{0};
+  std::atomic<std::uint64_t> m_wake_seq{0};
+  std::atomic<bool> m_parked{false};
+  std::mutex m_park_mutex;
+  std::condition_variable m_park_cv;
+
+  struct counters {
+    std::atomic<std::uint64_t> submitted{0}, completions{0}, failures{0}, withdrawn{0},
+        cancelled{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0};
+    std::array<std::atomic<std::uint64_t>, reactor_stats::latency_buckets> latency{};
+  };
+  counters m_counters;
+
+  std::jthread m_thread; // last: stopped and joined before the members above go
+};
+
+} // namespace cuawait

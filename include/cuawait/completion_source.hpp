@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The interface between the completion reactor (CUDA-free) and whatever knows whether a
+//! piece of asynchronous work has finished: the CUDA completion strategies, or a fake in
+//! tests. The reactor keeps waits in FIFO order per lane (a CUDA stream) and asks the
+//! source only about the oldest wait of each lane.
+
+#include "cuawait/detail/reactor_node.hpp"
+
+namespace cuawait {
+
+//! Answers "has this wait's work finished?" for the completion reactor.
+//!
+//! Every call comes from the reactor with its lock held, so an implementation needs no
+//! locking of its own for reactor calls, must be quick, and must never call back into the
+//! reactor (except `completion_reactor::notify`, which is safe from any thread).
+class completion_source {
+public:
+  //! The state of `w`, the oldest pending wait of its lane. Works in lane order are
+  //! finished in order, so the reactor asks about `w`'s successor only once `w` is done.
+  virtual completion_status query(const detail::wait_node& w) noexcept = 0;
+
+  //! Called when nothing completed for a while (see `reactor_options::stall_probe`), with
+  //! the oldest wait of a lane: a chance to find errors that `query` cannot see (a
+  //! timeline counter never reports that the context died). Defaults to `query`.
+  virtual completion_status probe(const detail::wait_node& w) noexcept { return query(w); }
+
+  //! Called once per wait when the reactor is done with it (resolved, failed, withdrawn or
+  //! cancelled), so that the source can recycle what `w.token` names. Default: nothing.
+  virtual void retire(detail::wait_node& w) noexcept { (void)w; }
+
+  //! True when the source calls `completion_reactor::notify` on each completion, so a
+  //! parked reactor needs no periodic poll.
+  [[nodiscard]] virtual bool notifies() const noexcept { return false; }
+
+protected:
+  ~completion_source() = default;
+};
+
+} // namespace cuawait

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The intrusive node that represents one pending wait in the completion reactor. It lives
+//! inside the awaiter, i.e. in the waiting coroutine's frame: a wait allocates nothing.
+
+#include "cuawait/executor.hpp"
+
+#include <coroutine>
+#include <cstdint>
+
+namespace cuawait {
+
+//! What became of a wait.
+enum class completion_state : std::uint8_t {
+  pending,      //!< not finished yet
+  done,         //!< finished successfully
+  failed,       //!< finished with `completion_status::error`
+  context_lost, //!< the device context died (sticky error): every wait fails so
+  cancelled,    //!< the reactor shut down before the work finished
+};
+
+//! A completion state and the source's error code (a `cudaError_t` for CUDA sources).
+struct completion_status {
+  completion_state state = completion_state::pending;
+  int error = 0;
+};
+
+namespace detail {
+
+struct reactor_lane;
+
+//! Where a node is, guarded by the reactor's lock.
+enum class node_state : std::uint8_t { idle, waiting, ready_inline, resolved };
+
+//! One pending wait. The awaiter fills the first block before submitting it; the reactor
+//! owns the second block while the node is submitted.
+struct wait_node {
+  // Filled by the awaiter.
+  const void* lane_key = nullptr;  //!< the lane (CUDA stream) the work runs on, in order
+  std::uint64_t token = 0;         //!< what the source needs to answer (event, ticket...)
+  void* source_data = nullptr;     //!< more of the same, source-defined
+  const char* operation = nullptr; //!< what is awaited ("kernel launch"...), for errors/traces
+  std::coroutine_handle<> handle;  //!< the coroutine to resume
+  executor* exec = nullptr;        //!< where to resume it; nullptr: on the reactor's thread
+  priority prio = priority::normal;
+
+  // Owned by the reactor.
+  wait_node* prev = nullptr;
+  wait_node* next = nullptr;
+  reactor_lane* lane = nullptr;
+  node_state state = node_state::idle;
+  completion_status status{};
+  std::uint64_t resolved_ns = 0; //!< steady-clock time the reactor saw it finish
+};
+
+} // namespace detail
+} // namespace cuawait

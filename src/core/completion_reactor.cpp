@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/completion_reactor.hpp"
+
+#include "cuawait/detail/trampoline.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CUAWAIT_CPU_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define CUAWAIT_CPU_PAUSE() asm volatile("yield")
+#else
+#define CUAWAIT_CPU_PAUSE() ((void)0)
+#endif
+
+namespace cuawait::detail {
+
+//! The FIFO of waits on one lane (CUDA stream). Lanes live as long as the reactor: a
+//! stream handle that is reused later keeps its lane, which is harmless because the lane
+//! only orders waits.
+struct reactor_lane {
+  const void* key = nullptr;
+  wait_node* head = nullptr;
+  wait_node* tail = nullptr;
+  std::size_t size = 0;
+  bool active = false; // in m_active
+};
+
+} // namespace cuawait::detail
+
+namespace cuawait {
+
+using detail::node_state;
+using detail::reactor_lane;
+using detail::wait_node;
+
+completion_reactor::completion_reactor(completion_source& source, reactor_options options)
+    : m_source(&source), m_options(options) {
+  m_last_progress_ns = now_ns();
+  if (m_options.start_thread) {
+    m_thread = std::jthread([this](std::stop_token st) { thread_main(std::move(st)); });
+  }
+}
+
+completion_reactor::~completion_reactor() {
+  if (m_thread.joinable()) {
+    m_thread.request_stop();
+    wake();
+    {
+      // The thread may sit between its stop check and the wait: the lock orders us after.
+      const std::lock_guard lock(m_park_mutex);
+      m_park_cv.notify_all();
+    }
+    m_thread.join();
+  }
+  cancel_all();
+}
+
+std::uint64_t completion_reactor::now_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+          .count());
+}
+
+reactor_lane& completion_reactor::lane_for(const void* key) {
+  auto& slot = m_lanes[key];
+  if (!slot) {
+    slot = std::make_unique<reactor_lane>();
+    slot->key = key;
+  }
+  return *slot;
+}
+
+bool completion_reactor::submit(wait_node& w) noexcept {
+  {
+    const std::lock_guard lock(m_mutex);
+    reactor_lane* lane = nullptr;
+    try {
+      lane = &lane_for(w.lane_key);
+    } catch (...) {
+      // Out of memory for a new lane: behave as if the work failed rather than hang.
+      w.status = {completion_state::failed, 2 /* cudaErrorMemoryAllocation */};
+      return false;
+    }
+    if (lane->head == nullptr) {
+      // Only the oldest of a lane may be asked; this one is, so an already finished
+      // operation costs one query and no suspension.
+      m_counters.queries.fetch_add(1, std::memory_order_relaxed);
+      const completion_status st = m_source->query(w);
+      if (st.state != completion_state::pending) {
+        w.status = st;
+        w.resolved_ns = 0;
+        m_source->retire(w);
+        return false;
+      }
+    }
+    w.lane = lane;
+    w.prev = lane->tail;
+    w.next = nullptr;
+    if (lane->tail != nullptr) {
+      lane->tail->next = &w;
+    } else {
+      lane->head = &w;
+    }
+    lane->tail = &w;
+    ++lane->size;
+    w.state = node_state::waiting;
+    if (!lane->active) {
+      lane->active = true;
+      m_active.push_back(lane);
+    }
+    m_last_progress_ns = now_ns();
+    m_pending_count.fetch_add(1, std::memory_order_relaxed);
+    m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
+  }
+  wake();
+  return true;
+}
+
+void completion_reactor::unlink_locked(wait_node& w) noexcept {
+  reactor_lane& lane = *w.lane;
+  (w.prev != nullptr ? w.prev->next : lane.head) = w.next;
+  (w.next != nullptr ? w.next->prev : lane.tail) = w.prev;
+  w.prev = w.next = nullptr;
+  w.lane = nullptr;
+  --lane.size;
+  m_pending_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool completion_reactor::withdraw(wait_node& w) noexcept {
+  const std::lock_guard lock(m_mutex);
+  switch (w.state) {
+  case node_state::waiting:
+    unlink_locked(w);
+    m_source->retire(w);
+    break;
+  case node_state::ready_inline:
+    (w.prev != nullptr ? w.prev->next : m_ready_head) = w.next;
+    (w.next != nullptr ? w.next->prev : m_ready_tail) = w.prev;
+    w.prev = w.next = nullptr;
+    break;
+  default:
+    return false;
+  }
+  w.state = node_state::idle;
+  m_counters.withdrawn.fetch_add(1, std::memory_order_relaxed);
+  if (m_trace.on_withdraw != nullptr) {
+    m_trace.on_withdraw(m_trace.context, w);
+  }
+  return true;
+}
+
+void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+  unlink_locked(w);
+  w.status = st;
+  w.resolved_ns = now_ns();
+  m_source->retire(w);
+  switch (st.state) {
+  case completion_state::cancelled:
+    m_counters.cancelled.fetch_add(1, std::memory_order_relaxed);
+    break;
+  case completion_state::done:
+    m_counters.completions.fetch_add(1, std::memory_order_relaxed);
+    break;
+  default:
+    m_counters.completions.fetch_add(1, std::memory_order_relaxed);
+    m_counters.failures.fetch_add(1, std::memory_order_relaxed);
+    break;
+  }
+  if (m_trace.on_complete != nullptr) {
+    m_trace.on_complete(m_trace.context, w);
+  }
+  if (w.exec != nullptr) {
+    // Posted under the lock so that a concurrent withdraw() either wins (never resumed)
+    // or finds the node handed over; after post the node may be gone.
+    w.state = node_state::resolved;
+    executor* ex = w.exec;
+    ex->post(w.handle, w.prio);
+    return;
+  }
+  w.state = node_state::ready_inline;
+  w.prev = m_ready_tail;
+  w.next = nullptr;
+  (m_ready_tail != nullptr ? m_ready_tail->next : m_ready_head) = &w;
+  m_ready_tail = &w;
+}
+
+void completion_reactor::fail_all_locked(completion_state why, int error) noexcept {
+  for (reactor_lane* lane : m_active) {
+    while (lane->head != nullptr) {
+      resolve_locked(*lane->head, {why, error});
+    }
+    lane->active = false;
+  }
+  m_active.clear();
+}
+
+std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
+  std::size_t resolved = 0;
+  std::uint64_t queries = 0;
+  completion_status lost{};
+  for (std::size_t i = 0; i < m_active.size();) {
+    reactor_lane& lane = *m_active[i];
+    while (lane.head != nullptr) {
+      ++queries;
+      const completion_status st =
+          probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
+      if (st.state == completion_state::pending) {
+        break;
+      }
+      if (st.state == completion_state::context_lost) {
+        lost = st;
+        break;
+      }
+      resolve_locked(*lane.head, st);
+      ++resolved;
+    }
+    if (lost.state == completion_state::context_lost) {
+      break;
+    }
+    if (lane.head == nullptr) {
+      lane.active = false;
+      m_active[i] = m_active.back();
+      m_active.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  if (lost.state == completion_state::context_lost) {
+    // A sticky error: nothing on any lane can finish any more, so nothing may hang.
+    resolved += m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::context_lost, lost.error);
+  }
+  m_counters.queries.fetch_add(queries, std::memory_order_relaxed);
+  m_counters.sweeps.fetch_add(1, std::memory_order_relaxed);
+  return resolved;
+}
+
+std::size_t completion_reactor::run_ready_inline() {
+  std::size_t n = 0;
+  for (;;) {
+    std::coroutine_handle<> h;
+    {
+      const std::lock_guard lock(m_mutex);
+      wait_node* w = m_ready_head;
+      if (w == nullptr) {
+        return n;
+      }
+      m_ready_head = w->next;
+      (m_ready_head != nullptr ? m_ready_head->prev : m_ready_tail) = nullptr;
+      w->prev = w->next = nullptr;
+      w->state = node_state::resolved;
+      h = w->handle;
+    }
+    detail::resume(h); // after this, the node may be gone
+    ++n;
+  }
+}
+
+std::size_t completion_reactor::poll() {
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    const std::uint64_t now = now_ns();
+    const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
+    const bool probe = !m_active.empty() && now - m_last_progress_ns >= probe_after &&
+                       now - m_last_probe_ns >= probe_after;
+    if (probe) {
+      m_last_probe_ns = now;
+    }
+    n = sweep_locked(probe);
+    if (n != 0) {
+      m_last_progress_ns = now;
+    }
+  }
+  run_ready_inline();
+  return n;
+}
+
+void completion_reactor::drain() {
+  for (;;) {
+    {
+      const std::lock_guard lock(m_mutex);
+      if (m_pending_count.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr) {
+        return;
+      }
+    }
+    if (m_thread.joinable()) {
+      // The reactor thread resolves and resumes; only wait for it.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (poll() == 0) {
+      CUAWAIT_CPU_PAUSE();
+    }
+  }
+}
+
+std::size_t completion_reactor::cancel_all() {
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    n = m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::cancelled, 0);
+  }
+  run_ready_inline();
+  return n;
+}
+
+void completion_reactor::wake() noexcept {
+  m_wake_seq.fetch_add(1);
+  if (m_parked.load()) {
+    const std::lock_guard lock(m_park_mutex);
+    m_park_cv.notify_one();
+  }
+}
+
+void completion_reactor::notify() noexcept { wake(); }
+
+void completion_reactor::on_resumed(const wait_node& w) noexcept {
+  if (w.resolved_ns != 0) {
+    const std::uint64_t now = now_ns();
+    const std::uint64_t d = now > w.resolved_ns ? now - w.resolved_ns : 0;
+    const auto bucket = std::min<std::size_t>(d == 0 ? 0 : std::bit_width(d) - 1,
+                                              reactor_stats::latency_buckets - 1);
+    m_counters.latency[bucket].fetch_add(1, std::memory_order_relaxed);
+  }
+  if (m_trace.on_resume != nullptr) {
+    m_trace.on_resume(m_trace.context, w);
+  }
+}
+
+void completion_reactor::set_trace(const reactor_trace& trace) noexcept {
+  const std::lock_guard lock(m_mutex);
+  m_trace = trace;
+}
+
+reactor_stats completion_reactor::stats() const {
+  reactor_stats s;
+  const auto& c = m_counters;
+  s.submitted = c.submitted.load(std::memory_order_relaxed);
+  s.completions = c.completions.load(std::memory_order_relaxed);
+  s.failures = c.failures.load(std::memory_order_relaxed);
+  s.withdrawn = c.withdrawn.load(std::memory_order_relaxed);
+  s.cancelled = c.cancelled.load(std::memory_order_relaxed);
+  s.queries = c.queries.load(std::memory_order_relaxed);
+  s.sweeps = c.sweeps.load(std::memory_order_relaxed);
+  s.spin_ns = c.spin_ns.load(std::memory_order_relaxed);
+  s.parked_ns = c.parked_ns.load(std::memory_order_relaxed);
+  s.parks = c.parks.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < reactor_stats::latency_buckets; ++i) {
+    s.resume_latency[i] = c.latency[i].load(std::memory_order_relaxed);
+  }
+  const std::lock_guard lock(m_mutex);
+  s.pending = m_pending_count.load(std::memory_order_relaxed);
+  for (const reactor_lane* lane : m_active) {
+    if (lane->size != 0) {
+      s.lanes.push_back({lane->key, lane->size});
+    }
+  }
+  return s;
+}
+
+void completion_reactor::park(const std::stop_token& stop, std::uint64_t seen_seq,
+                              bool waits_pending) {
+  const std::uint64_t t0 = now_ns();
+  m_parked.store(true);
+  if (m_wake_seq.load() == seen_seq) {
+    std::unique_lock lock(m_park_mutex);
+    const auto woken = [&] { return m_wake_seq.load() != seen_seq || stop.stop_requested(); };
+    if (!waits_pending) {
+      m_park_cv.wait(lock, woken);
+    } else {
+      // A notifying source wakes us itself; the timed wait then only bounds how late a
+      // lost context is noticed.
+      const auto period = m_source->notifies()
+                              ? std::max(m_options.park_poll * 10, m_options.stall_probe)
+                              : m_options.park_poll;
+      m_park_cv.wait_for(lock, period, woken);
+    }
+  }
+  m_parked.store(false);
+  m_counters.parks.fetch_add(1, std::memory_order_relaxed);
+  m_counters.parked_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+}
+
+void completion_reactor::thread_main(std::stop_token stop) {
+  const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
+  std::uint64_t spin_start = now_ns();
+  while (!stop.stop_requested()) {
+    const std::uint64_t seq = m_wake_seq.load();
+    poll();
+    const std::uint64_t now = now_ns();
+    bool idle = false;
+    std::uint64_t last_progress = 0;
+    {
+      const std::lock_guard lock(m_mutex);
+      idle = m_active.empty() && m_ready_head == nullptr;
+      last_progress = m_last_progress_ns;
+    }
+    if (idle || now - last_progress >= window) {
+      m_counters.spin_ns.fetch_add(now - spin_start, std::memory_order_relaxed);
+      park(stop, seq, !idle);
+      spin_start = now_ns();
+    } else {
+      for (int i = 0; i < 8; ++i) {
+        CUAWAIT_CPU_PAUSE();
+      }
+    }
+  }
+  m_counters.spin_ns.fetch_add(now_ns() - spin_start, std::memory_order_relaxed);
+}
+
+} // namespace cuawait

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// A completion source the test drives by hand: it completes the work a token names
+// whenever the test says so (any order), injects errors and a lost context, and counts
+// what the reactor asks. Plus `fake_wait`, an awaiter for such work.
+
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/completion_source.hpp"
+#include "cuawait/detail/reactor_wait.hpp"
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+namespace cuawait::test {
+
+class fake_completion_source final : public completion_source {
+public:
+  explicit fake_completion_source(bool notifies = false) : m_notifies(notifies) {}
+
+  //! The reactor to notify on each completion (when constructed with notifies = true).
+  void attach(completion_reactor* r) { m_reactor.store(r); }
+
+  //! Marks `token`'s work finished (or failed with `error` when non-zero).
+  void complete(std::uint64_t token, int error = 0) {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_status[token] = error == 0 ? completion_status{completion_state::done, 0}
+                                   : completion_status{completion_state::failed, error};
+    }
+    ping();
+  }
+  //! From now on every query reports a lost context with `error`.
+  void lose_context(int error) {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_lost_error = error;
+    }
+    ping();
+  }
+
+  completion_status query(const detail::wait_node& w) noexcept override {
+    m_queries.fetch_add(1, std::memory_order_relaxed);
+    const std::lock_guard lock(m_mutex);
+    if (m_lost_error != 0) {
+      return {completion_state::context_lost, m_lost_error};
+    }
+    const auto it = m_status.find(w.token);
+    return it == m_status.end() ? completion_status{} : it->second;
+  }
+  void retire(detail::wait_node&) noexcept override {
+    m_retired.fetch_add(1, std::memory_order_relaxed);
+  }
+  [[nodiscard]] bool notifies() const noexcept override { return m_notifies; }
+
+  [[nodiscard]] std::uint64_t queries() const { return m_queries.load(); }
+  [[nodiscard]] std::uint64_t retired() const { return m_retired.load(); }
+
+private:
+  void ping() {
+    if (completion_reactor* r = m_reactor.load(); r != nullptr && m_notifies) {
+      r->notify();
+    }
+  }
+
+  bool m_notifies;
+  std::atomic<completion_reactor*> m_reactor{nullptr};
+  std::mutex m_mutex;
+  std::unordered_map<std::uint64_t, completion_status> m_status;
+  int m_lost_error = 0;
+  std::atomic<std::uint64_t> m_queries{0};
+  std::atomic<std::uint64_t> m_retired{0};
+};
+
+//! `co_await fake_wait{reactor, lane, token}` suspends until the fake completes `token`
+//! and yields the completion status.
+class fake_wait {
+public:
+  fake_wait(completion_reactor& r, std::uintptr_t lane, std::uint64_t token) : m_reactor(&r) {
+    m_wait.node().lane_key = reinterpret_cast<const void*>(lane);
+    m_wait.node().token = token;
+    m_wait.node().operation = "fake";
+  }
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) noexcept { return m_wait.suspend(*m_reactor, h); }
+  completion_status await_resume() noexcept { return m_wait.finish(); }
+
+private:
+  completion_reactor* m_reactor;
+  detail::reactor_wait m_wait;
+};
+
+} // namespace cuawait::test

@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: Apache-2.0
+// The completion reactor driven by a fake completion source: ordering, cost per
+// completion, many lanes, errors, withdrawal, shutdown, executors, threads.
+
+#include "common/fake_completion_source.hpp"
+
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <coroutine>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using cuawait::completion_reactor;
+using cuawait::completion_state;
+using cuawait::completion_status;
+using cuawait::reactor_options;
+using cuawait::test::fake_completion_source;
+using cuawait::test::fake_wait;
+
+//! What a waiting coroutine saw.
+struct outcome {
+  bool resumed = false;
+  completion_status status{};
+  std::thread::id thread{};
+  cuawait::executor* exec = nullptr;
+  cuawait::priority prio = cuawait::priority::normal;
+  int order = -1; // position among resumptions, when a counter is given
+};
+
+//! An eagerly started coroutine that awaits one fake wait and records the outcome. The
+//! owner destroys the frame (also while it is suspended, to test withdrawal).
+class waiter {
+public:
+  struct promise_type {
+    waiter get_return_object() {
+      return waiter{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+  explicit waiter(std::coroutine_handle<promise_type> h) : m_h(h) {}
+  waiter(waiter&& o) noexcept : m_h(std::exchange(o.m_h, {})) {}
+  waiter& operator=(waiter&&) = delete;
+  ~waiter() { destroy(); }
+  void destroy() {
+    if (m_h) {
+      m_h.destroy();
+      m_h = {};
+    }
+  }
+  [[nodiscard]] bool done() const { return m_h && m_h.done(); }
+
+private:
+  std::coroutine_handle<promise_type> m_h;
+};
+
+std::atomic<int> g_order{0};
+
+waiter wait_on(completion_reactor& r, std::uintptr_t lane, std::uint64_t token, outcome& out) {
+  out.status = co_await fake_wait(r, lane, token);
+  out.resumed = true;
+  out.thread = std::this_thread::get_id();
+  out.exec = cuawait::current_executor();
+  out.prio = cuawait::current_priority();
+  out.order = g_order.fetch_add(1);
+}
+
+//! Token of the i-th wait on lane l.
+std::uint64_t tok(std::uint64_t l, std::uint64_t i) { return (l << 32) | i; }
+
+reactor_options manual() {
+  reactor_options o;
+  o.start_thread = false;
+  return o;
+}
+
+TEST(ReactorTest, ResumesEachLaneInOrderWhateverOrderWorkFinishesIn) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  constexpr int lanes = 3, per_lane = 5;
+  std::vector<outcome> out(lanes * per_lane);
+  std::vector<waiter> ws;
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      ws.push_back(wait_on(r, l + 1, tok(l, i), out[l * per_lane + i]));
+    }
+  }
+  EXPECT_EQ(r.pending(), std::size_t{lanes * per_lane});
+  // Lane 0 finishes its last item first: nothing on lane 0 may resume before item 0 does.
+  src.complete(tok(0, 4));
+  r.poll();
+  EXPECT_FALSE(out[4].resumed);
+  std::vector<std::uint64_t> tokens;
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      tokens.push_back(tok(l, i));
+    }
+  }
+  std::mt19937 rng(42);
+  std::shuffle(tokens.begin(), tokens.end(), rng);
+  for (const auto t : tokens) {
+    src.complete(t);
+    r.poll();
+  }
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      const outcome& o = out[l * per_lane + i];
+      ASSERT_TRUE(o.resumed) << "lane " << l << " item " << i;
+      EXPECT_EQ(o.status.state, completion_state::done);
+      if (i > 0) {
+        EXPECT_LT(out[l * per_lane + i - 1].order, o.order) << "lane " << l << " item " << i;
+      }
+    }
+  }
+  EXPECT_EQ(r.pending(), 0U);
+  EXPECT_EQ(src.retired(), std::uint64_t{lanes * per_lane});
+}
+
+TEST(ReactorTest, AlreadyFinishedWorkDoesNotSuspend) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  src.complete(7);
+  outcome o;
+  auto w = wait_on(r, 1, 7, o);
+  EXPECT_TRUE(o.resumed);
+  EXPECT_EQ(o.status.state, completion_state::done);
+  EXPECT_EQ(r.stats().submitted, 0U);
+  EXPECT_EQ(src.retired(), 1U);
+}
+
+// The cost the reactor pays per completion must not grow with the number of waits pending.
+TEST(ReactorTest, QueriesPerCompletionStayConstantFrom10To100000PendingWaits) {
+  std::vector<double> ratios;
+  for (const std::uint64_t n : {10, 100, 1000, 10000, 100000}) {
+    fake_completion_source src;
+    completion_reactor r(src, manual());
+    const std::uint64_t lanes = std::min<std::uint64_t>(n, 100);
+    std::vector<outcome> out(n);
+    std::vector<waiter> ws;
+    ws.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ws.push_back(wait_on(r, i % lanes + 1, tok(i % lanes, i / lanes), out[i]));
+    }
+    const std::uint64_t before = src.queries();
+    // Finish work in rounds: each round completes a random prefix of each lane's remainder.
+    std::mt19937 rng(7);
+    std::vector<std::uint64_t> next(lanes, 0);
+    const std::uint64_t per_lane = n / lanes;
+    std::uint64_t completed = 0;
+    while (completed < n) {
+      for (std::uint64_t l = 0; l < lanes; ++l) {
+        const std::uint64_t left = per_lane - next[l];
+        const std::uint64_t k = left == 0 ? 0 : 1 + rng() % std::min<std::uint64_t>(left, 8);
+        for (std::uint64_t j = 0; j < k; ++j) {
+          src.complete(tok(l, next[l]++));
+        }
+        completed += k;
+      }
+      r.poll();
+    }
+    const double ratio = static_cast<double>(src.queries() - before) / static_cast<double>(n);
+    ratios.push_back(ratio);
+    EXPECT_EQ(r.pending(), 0U);
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](const outcome& o) { return o.resumed; }));
+    EXPECT_LE(ratio, 2.0) << n << " waits";
+  }
+  EXPECT_LE(ratios.back(), ratios.front() * 1.5 + 0.01);
+}
+
+TEST(ReactorTest, ThousandsOfLanesWithAPollingThread) {
+  fake_completion_source src(/*notifies=*/true);
+  completion_reactor r(src);
+  src.attach(&r);
+  constexpr std::uint64_t lanes = 4000, per_lane = 3;
+  std::vector<outcome> out(lanes * per_lane);
+  std::vector<waiter> ws;
+  std::vector<std::uint64_t> tokens;
+  for (std::uint64_t i = 0; i < per_lane; ++i) {
+    for (std::uint64_t l = 0; l < lanes; ++l) {
+      ws.push_back(wait_on(r, l + 1, tok(l, i), out[i * lanes + l]));
+      tokens.push_back(tok(l, i));
+    }
+  }
+  std::thread completer([&] {
+    std::mt19937 rng(3);
+    std::shuffle(tokens.begin(), tokens.end(), rng);
+    for (const auto t : tokens) {
+      src.complete(t);
+    }
+  });
+  completer.join();
+  r.drain();
+  for (const outcome& o : out) {
+    ASSERT_TRUE(o.resumed);
+    EXPECT_EQ(o.status.state, completion_state::done);
+  }
+  EXPECT_EQ(r.stats().completions, lanes * per_lane);
+}
+
+TEST(ReactorTest, AFailedOperationReachesItsAwaiterAndTheLaneGoesOn) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  outcome a, b;
+  auto wa = wait_on(r, 1, 1, a);
+  auto wb = wait_on(r, 1, 2, b);
+  src.complete(1, 77);
+  src.complete(2);
+  r.poll();
+  ASSERT_TRUE(a.resumed && b.resumed);
+  EXPECT_EQ(a.status.state, completion_state::failed);
+  EXPECT_EQ(a.status.error, 77);
+  EXPECT_EQ(b.status.state, completion_state::done);
+  EXPECT_EQ(r.stats().failures, 1U);
+}
+
+TEST(ReactorTest, ALostContextFailsEveryPendingWaitOnEveryLane) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::vector<outcome> out(20);
+  std::vector<waiter> ws;
+  for (std::uint64_t i = 0; i < out.size(); ++i) {
+    ws.push_back(wait_on(r, i % 5 + 1, i, out[i]));
+  }
+  src.lose_context(700);
+  r.poll();
+  for (const outcome& o : out) {
+    ASSERT_TRUE(o.resumed);
+    EXPECT_EQ(o.status.state, completion_state::context_lost);
+    EXPECT_EQ(o.status.error, 700);
+  }
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+TEST(ReactorTest, ADestroyedWaitingCoroutineIsWithdrawnAndNeverResumed) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  outcome a, b, c;
+  auto wa = wait_on(r, 1, 1, a);
+  auto wb = wait_on(r, 1, 2, b);
+  auto wc = wait_on(r, 1, 3, c);
+  wb.destroy();
+  EXPECT_EQ(r.pending(), 2U);
+  src.complete(1);
+  src.complete(2);
+  src.complete(3);
+  r.poll();
+  EXPECT_TRUE(a.resumed);
+  EXPECT_FALSE(b.resumed);
+  EXPECT_TRUE(c.resumed);
+  EXPECT_EQ(r.stats().withdrawn, 1U);
+  EXPECT_EQ(src.retired(), 3U);
+  // The oldest of a lane can be withdrawn too; the next becomes the oldest.
+  outcome d, e;
+  auto wd = wait_on(r, 2, 10, d);
+  auto we = wait_on(r, 2, 11, e);
+  wd.destroy();
+  src.complete(11);
+  r.poll();
+  EXPECT_TRUE(e.resumed);
+}
+
+TEST(ReactorTest, ShutdownWithWaitsPendingCancelsThemAndLeaksNothing) {
+  fake_completion_source src;
+  std::vector<outcome> out(10);
+  std::vector<waiter> ws;
+  {
+    completion_reactor r(src);
+    for (std::uint64_t i = 0; i < out.size(); ++i) {
+      ws.push_back(wait_on(r, i % 3 + 1, i, out[i]));
+    }
+  }
+  for (const outcome& o : out) {
+    ASSERT_TRUE(o.resumed);
+    EXPECT_EQ(o.status.state, completion_state::cancelled);
+  }
+  EXPECT_EQ(src.retired(), out.size());
+  EXPECT_TRUE(std::all_of(ws.begin(), ws.end(), [](const waiter& w) { return w.done(); }));
+}
+
+//! An executor whose queue the test runs by hand.
+class manual_executor final : public cuawait::executor {
+public:
+  void post(std::coroutine_handle<> h, cuawait::priority p) noexcept override {
+    const std::lock_guard lock(m_mutex);
+    m_queue.emplace_back(h, p);
+  }
+  std::size_t run() {
+    std::deque<std::pair<std::coroutine_handle<>, cuawait::priority>> q;
+    {
+      const std::lock_guard lock(m_mutex);
+      q.swap(m_queue);
+    }
+    for (auto [h, p] : q) {
+      const cuawait::executor_scope scope(this, p);
+      h.resume();
+    }
+    return q.size();
+  }
+
+private:
+  std::mutex m_mutex;
+  std::deque<std::pair<std::coroutine_handle<>, cuawait::priority>> m_queue;
+};
+
+TEST(ReactorTest, ResumesOnTheSuspendingExecutorWithItsPriority) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  manual_executor ex;
+  outcome o;
+  std::optional<waiter> w;
+  {
+    const cuawait::executor_scope scope(&ex, cuawait::priority::high);
+    w.emplace(wait_on(r, 1, 1, o));
+  }
+  src.complete(1);
+  r.poll();
+  EXPECT_FALSE(o.resumed) << "must be posted to its executor, not resumed by the poller";
+  EXPECT_EQ(ex.run(), 1U);
+  ASSERT_TRUE(o.resumed);
+  EXPECT_EQ(o.exec, &ex);
+  EXPECT_EQ(o.prio, cuawait::priority::high);
+  const auto s = r.stats();
+  std::uint64_t recorded = 0;
+  for (const auto c : s.resume_latency) {
+    recorded += c;
+  }
+  EXPECT_EQ(recorded, 1U);
+}
+
+TEST(ReactorTest, WithoutAnExecutorResumesInlineOnThePollingThread) {
+  fake_completion_source src(true);
+  completion_reactor r(src);
+  src.attach(&r);
+  outcome o;
+  auto w = wait_on(r, 1, 1, o);
+  src.complete(1);
+  r.drain();
+  ASSERT_TRUE(o.resumed);
+  EXPECT_NE(o.thread, std::this_thread::get_id());
+  EXPECT_EQ(o.exec, nullptr);
+}
+
+TEST(ReactorTest, StatsCountPendingWaitsPerLane) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::vector<outcome> out(5);
+  std::vector<waiter> ws;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    ws.push_back(wait_on(r, i < 3 ? 1 : 2, i, out[i]));
+  }
+  auto s = r.stats();
+  EXPECT_EQ(s.pending, 5U);
+  ASSERT_EQ(s.lanes.size(), 2U);
+  std::sort(s.lanes.begin(), s.lanes.end(),
+            [](const auto& a, const auto& b) { return a.lane_key < b.lane_key; });
+  EXPECT_EQ(s.lanes[0].waits, 3U);
+  EXPECT_EQ(s.lanes[1].waits, 2U);
+  r.cancel_all();
+}
+
+TEST(ReactorTest, TracingHooksSeeSuspendCompleteResumeAndWithdraw) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  struct counts {
+    int suspend = 0, complete = 0, resume = 0, withdraw = 0;
+  } c;
+  cuawait::reactor_trace t;
+  t.context = &c;
+  t.on_suspend = [](void* p, const cuawait::detail::wait_node&) {
+    ++static_cast<counts*>(p)->suspend;
+  };
+  t.on_complete = [](void* p, const cuawait::detail::wait_node&) {
+    ++static_cast<counts*>(p)->complete;
+  };
+  t.on_resume = [](void* p, const cuawait::detail::wait_node&) {
+    ++static_cast<counts*>(p)->resume;
+  };
+  t.on_withdraw = [](void* p, const cuawait::detail::wait_node&) {
+    ++static_cast<counts*>(p)->withdraw;
+  };
+  r.set_trace(t);
+  outcome a, b;
+  auto wa = wait_on(r, 1, 1, a);
+  auto wb = wait_on(r, 2, 2, b);
+  wb.destroy();
+  src.complete(1);
+  r.poll();
+  EXPECT_EQ(c.suspend, 2);
+  EXPECT_EQ(c.complete, 1);
+  EXPECT_EQ(c.resume, 1);
+  EXPECT_EQ(c.withdraw, 1);
+}
+
+// Many threads suspend coroutines while another completes work and the reactor's thread
+// resumes them (parking and waking as it goes): every wait resumes exactly once.
+TEST(ReactorTest, StressSubmittersCompleterAndPollerInParallel) {
+  for (const bool notifies : {false, true}) {
+    fake_completion_source src(notifies);
+    reactor_options opts;
+    opts.spin_window = std::chrono::microseconds(50); // park often
+    opts.park_poll = std::chrono::microseconds(100);
+    completion_reactor r(src, opts);
+    src.attach(&r);
+    constexpr int threads = 4, per_thread = 500;
+    std::vector<outcome> out(threads * per_thread);
+    std::vector<std::vector<waiter>> ws(threads);
+    std::vector<std::thread> submitters;
+    for (int t = 0; t < threads; ++t) {
+      submitters.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          ws[t].push_back(
+              wait_on(r, static_cast<std::uintptr_t>(t + 1), tok(t, i), out[t * per_thread + i]));
+        }
+      });
+    }
+    std::thread completer([&] {
+      for (int i = 0; i < per_thread; ++i) {
+        for (int t = 0; t < threads; ++t) {
+          src.complete(tok(t, i));
+        }
+      }
+    });
+    for (auto& s : submitters) {
+      s.join();
+    }
+    completer.join();
+    r.drain();
+    for (const outcome& o : out) {
+      ASSERT_TRUE(o.resumed);
+      EXPECT_EQ(o.status.state, completion_state::done);
+    }
+    const auto s = r.stats();
+    EXPECT_EQ(s.completions + (threads * per_thread - s.submitted),
+              std::uint64_t{threads * per_thread});
+  }
+}
+
+} // namespace
