@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `graph_exec`: an owning, move-only executable CUDA graph (`cudaGraphExec_t`), made by
+//! `graph::instantiate()`. Launch it on any stream, update its parameters in place from a
+//! graph of the same shape, or set one node's parameters directly.
+
+#include "cuawait/cuda/detail/graph_kernel_args.hpp"
+#include "cuawait/cuda/error.hpp"
+#include "cuawait/cuda/stream.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace cuawait::cuda {
+
+class graph;
+
+//! A node of a `graph`, as returned by the `graph::add_*` functions. A plain handle: it
+//! stays valid while the graph it belongs to lives, and names the matching node of every
+//! `graph_exec` instantiated from that graph (for `graph_exec::set_*`).
+class graph_node {
+public:
+  constexpr graph_node() noexcept = default;
+  constexpr explicit graph_node(cudaGraphNode_t n) noexcept : m_node(n) {}
+  //! The native handle.
+  [[nodiscard]] constexpr cudaGraphNode_t get() const noexcept { return m_node; }
+  friend constexpr bool operator==(graph_node, graph_node) noexcept = default;
+
+private:
+  cudaGraphNode_t m_node = nullptr;
+};
+
+//! Why `graph_exec::try_update` could not update an executable graph in place.
+struct graph_update_result {
+  //! `cudaGraphExecUpdateSuccess` when the update was applied.
+  cudaGraphExecUpdateResult result = cudaGraphExecUpdateSuccess;
+  //! The node (of the new graph) the failure is about, when CUDA names one.
+  cudaGraphNode_t error_node = nullptr;
+  //! With a topology change: the source of the edge that differs.
+  cudaGraphNode_t error_from_node = nullptr;
+
+  //! True when the executable graph now matches the new graph.
+  [[nodiscard]] bool ok() const noexcept { return result == cudaGraphExecUpdateSuccess; }
+  //! A sentence saying why the update failed ("the topology changed: ..."), or "updated".
+  [[nodiscard]] const char* reason() const noexcept { return describe(result); }
+
+  //! The sentence for one `cudaGraphExecUpdateResult`.
+  static const char* describe(cudaGraphExecUpdateResult r) noexcept {
+    switch (r) {
+    case cudaGraphExecUpdateSuccess:
+      return "updated";
+    case cudaGraphExecUpdateErrorTopologyChanged:
+      return "the topology changed (nodes or edges were added, removed or reordered)";
+    case cudaGraphExecUpdateErrorNodeTypeChanged:
+      return "a node's type changed (e.g. a copy became a kernel)";
+    case cudaGraphExecUpdateErrorFunctionChanged:
+    case cudaGraphExecUpdateErrorUnsupportedFunctionChange:
+      return "a kernel node's function changed in a way that cannot be updated";
+    case cudaGraphExecUpdateErrorParametersChanged:
+      return "a node's parameters changed in a way that cannot be updated (e.g. a copy "
+             "changed device or dimensionality)";
+    case cudaGraphExecUpdateErrorNotSupported:
+      return "a node of this kind cannot be updated";
+    case cudaGraphExecUpdateErrorAttributesChanged:
+      return "a node's attributes changed in a way that cannot be updated";
+    default:
+      return "the update failed for an unexpected reason";
+    }
+  }
+};
+
+//! Thrown by `graph_exec::update` when the executable graph cannot take the new graph's
+//! parameters (its topology or node kinds differ). `update_result()` says why.
+class graph_update_error : public cuda_error {
+public:
+  graph_update_error(cudaError_t code, graph_update_result r,
+                     std::source_location where = std::source_location::current())
+      : cuda_error(code, (std::string("graph update: ") + r.reason()).c_str(),
+                   "cudaGraphExecUpdate", where),
+        m_result(r) {}
+  //! CUDA's verdict and the offending nodes.
+  [[nodiscard]] const graph_update_result& update_result() const noexcept { return m_result; }
+
+private:
+  graph_update_result m_result;
+};
+
+//! An executable graph. Move-only; the destructor destroys it without waiting (CUDA keeps
+//! launched work alive until it completes) and never throws.
+//!
+//! Launching does not wait: `exec.launch(s)` enqueues the whole graph on `s`, and the
+//! coroutine awaits it like any other work on that stream (`co_await s`, from the CUDA
+//! layer's stream operations). One `graph_exec` may be launched again before the previous
+//! launch finished; CUDA orders launches of the same executable graph.
+class graph_exec {
+public:
+  //! An empty handle; only assignment, destruction and `get()` are valid on it.
+  graph_exec() noexcept = default;
+  graph_exec(int) = delete;
+  graph_exec(std::nullptr_t) = delete;
+  graph_exec(graph_exec&& o) noexcept : m_exec(std::exchange(o.m_exec, nullptr)) {}
+  graph_exec& operator=(graph_exec&& o) noexcept {
+    if (this != &o) {
+      destroy();
+      m_exec = std::exchange(o.m_exec, nullptr);
+    }
+    return *this;
+  }
+  graph_exec(const graph_exec&) = delete;
+  graph_exec& operator=(const graph_exec&) = delete;
+  ~graph_exec() { destroy(); }
+
+  //! Takes ownership of `e`.
+  [[nodiscard]] static graph_exec from_native_handle(cudaGraphExec_t e) noexcept {
+    graph_exec g;
+    g.m_exec = e;
+    return g;
+  }
+  //! Gives up ownership; the caller destroys the returned handle.
+  [[nodiscard]] cudaGraphExec_t release() noexcept { return std::exchange(m_exec, nullptr); }
+  //! The native handle (null when empty).
+  [[nodiscard]] cudaGraphExec_t get() const noexcept { return m_exec; }
+  //! True when this holds an executable graph.
+  explicit operator bool() const noexcept { return m_exec != nullptr; }
+
+  //! Enqueues the graph on `s`. Returns at once; await `s` for completion.
+  //! @throws cuda_error ("graph launch")
+  void launch(stream_ref s) const {
+    CUAWAIT_CUDA_CHECK("graph launch", cudaGraphLaunch(m_exec, s.get()));
+  }
+
+  //! Uploads the graph's work descriptors to the device ahead of the first launch, so that
+  //! the first launch costs what later ones cost. Optional.
+  //! @throws cuda_error ("graph upload")
+  void upload(stream_ref s) const {
+    CUAWAIT_CUDA_CHECK("graph upload", cudaGraphUpload(m_exec, s.get()));
+  }
+
+  //! Takes every node parameter (kernel arguments, copy addresses and sizes, memset
+  //! values...) from `g`, which must have the same topology as the graph this was
+  //! instantiated from. Cheaper than instantiating `g`. Defined in graph.hpp.
+  //! @returns `ok()` on success, else why not (this executable graph is then unchanged).
+  //! @throws cuda_error for errors other than an update CUDA refuses.
+  graph_update_result try_update(const graph& g);
+
+  //! Like `try_update`, but a refused update throws.
+  //! @throws graph_update_error naming the reason (e.g. "the topology changed").
+  void update(const graph& g);
+
+  //! Sets the arguments (and launch shape) of kernel node `n` for later launches.
+  //! Arguments are checked against the kernel's parameters like a launch.
+  //! @throws cuda_error ("graph set kernel node")
+  template <class... Params, class... Args>
+  requires detail::kernel_args_match<detail::type_list<Params...>, Args...>
+  void set_kernel(graph_node n, void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+    detail::kernel_args<Params...> packed(static_cast<Args&&>(args)...);
+    const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
+    CUAWAIT_CUDA_CHECK("graph set kernel node",
+                       cudaGraphExecKernelNodeSetParams(m_exec, n.get(), &p));
+  }
+
+  //! Sets a 1-D copy node's addresses and size (same devices as at instantiation).
+  //! @throws cuda_error ("graph set copy node")
+  void set_copy(graph_node n, void* dst, const void* src, std::size_t bytes) {
+    CUAWAIT_CUDA_CHECK(
+        "graph set copy node",
+        cudaGraphExecMemcpyNodeSetParams1D(m_exec, n.get(), dst, src, bytes, cudaMemcpyDefault));
+  }
+
+private:
+  void destroy() noexcept {
+    if (m_exec != nullptr) {
+      check_noexcept(cudaGraphExecDestroy(std::exchange(m_exec, nullptr)), "graph exec destroy",
+                     "cudaGraphExecDestroy");
+    }
+  }
+
+  cudaGraphExec_t m_exec = nullptr;
+};
+
+} // namespace cuawait::cuda
