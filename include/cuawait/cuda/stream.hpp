@@ -6,13 +6,28 @@
 //! e.g. one owned by cuBLAS or PyTorch) and `stream` (owning, move-only).
 
 #include "cuawait/cuda/error.hpp"
+#include "cuawait/cuda/event.hpp"
+#include "cuawait/cuda/operation.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
+#include <ranges>
+#include <source_location>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace cuawait::cuda {
+
+//! Grid, block and dynamic shared memory of a kernel launch.
+struct launch_config {
+  dim3 grid{1};
+  dim3 block{1};
+  std::size_t shared_bytes = 0;
+};
 
 //! A non-owning view of a CUDA stream. Cheap to copy; the viewed stream must outlive every
 //! use of the view. Default-constructed, it views the legacy default stream (0).
@@ -62,9 +77,158 @@ public:
     return a.m_stream == b.m_stream;
   }
 
+  // --- operations: each is enqueued now and returns its awaitable ------------------------
+  // Every one throws cuda_error at the call when CUDA refuses to enqueue it.
+
+  //! Copies `count` elements from `src` to `dst` (host or device pointers: the direction
+  //! comes from unified addressing, `cudaMemcpyDefault`). Pageable host memory works but
+  //! is staged by CUDA; use pinned memory for asynchronous copies.
+  template <class T>
+  operation copy(T* dst, const T* src, std::size_t count,
+                 std::source_location where = std::source_location::current()) const {
+    static_assert(std::is_trivially_copyable_v<T>, "copy: T must be trivially copyable");
+    check(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, m_stream), "copy",
+          "cudaMemcpyAsync", where);
+    return {m_stream, "copy", where};
+  }
+
+  //! Copies the contiguous range `src` into the contiguous range `dst` (anything with
+  //! `data()` and `size()`: vectors, spans, buffers). @throws std::invalid_argument when
+  //! `dst` is smaller than `src`.
+  template <class Dst, class Src>
+  requires requires(Dst& d, const Src& s) {
+    std::data(d);
+    std::size(d);
+    std::data(s);
+    std::size(s);
+  }
+  operation copy(Dst&& dst, const Src& src,
+                 std::source_location where = std::source_location::current()) const {
+    if (std::size(dst) < std::size(src)) {
+      throw std::invalid_argument(
+          "cuawait::cuda::stream_ref::copy: destination smaller than source");
+    }
+    return copy(std::data(dst), std::data(src), std::size(src), where);
+  }
+
+  //! 2-D copy of `height` rows of `width` elements; pitches are in bytes.
+  template <class T>
+  operation copy_2d(T* dst, std::size_t dst_pitch, const T* src, std::size_t src_pitch,
+                    std::size_t width, std::size_t height,
+                    std::source_location where = std::source_location::current()) const {
+    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
+                            cudaMemcpyDefault, m_stream),
+          "copy 2D", "cudaMemcpy2DAsync", where);
+    return {m_stream, "copy 2D", where};
+  }
+
+  //! Sets `count` elements at `dst` to the byte `value` (like `std::memset`).
+  template <class T>
+  operation memset(T* dst, int value, std::size_t count,
+                   std::source_location where = std::source_location::current()) const {
+    check(cudaMemsetAsync(dst, value, count * sizeof(T), m_stream), "memset", "cudaMemsetAsync",
+          where);
+    return {m_stream, "memset", where};
+  }
+
+  //! Launches `kernel<<<cfg.grid, cfg.block, cfg.shared_bytes>>>(args...)`. Arguments are
+  //! checked against the kernel's parameters at compile time and converted to them. Works
+  //! from a .cpp file too (`cudaLaunchKernel`).
+  template <class... Params, class... Args>
+  requires(sizeof...(Params) == sizeof...(Args) &&
+           (std::is_convertible_v<Args&&, Params> && ...)) operation
+      launch(launch_config cfg, void (*kernel)(Params...), Args&&... args)
+  const {
+    return launch_impl(kernel, cfg.grid, cfg.block, cfg.shared_bytes,
+                       std::source_location::current(), std::forward<Args>(args)...);
+  }
+  //! Launches `kernel<<<grid, block>>>(args...)`; with dynamic shared memory, pass a
+  //! `launch_config`.
+  template <class... Params, class... Args>
+  requires(sizeof...(Params) == sizeof...(Args) &&
+           (std::is_convertible_v<Args&&, Params> && ...)) operation
+      launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args)
+  const {
+    return launch_impl(kernel, grid, block, 0, std::source_location::current(),
+                       std::forward<Args>(args)...);
+  }
+
+  //! Enqueues `f()` to run on a CUDA driver thread once the work before it finished. `f`
+  //! must not call CUDA, must be quick (it blocks the stream) and must not throw.
+  template <class F>
+  operation host_func(F&& f, std::source_location where = std::source_location::current()) const {
+    using fn_t = std::decay_t<F>;
+    auto boxed = std::make_unique<fn_t>(std::forward<F>(f));
+    check(cudaLaunchHostFunc(
+              m_stream,
+              [](void* p) {
+                const std::unique_ptr<fn_t> fn(static_cast<fn_t*>(p));
+                (*fn)();
+              },
+              boxed.get()),
+          "host function", "cudaLaunchHostFunc", where);
+    (void)boxed.release();
+    return {m_stream, "host function", where};
+  }
+
+  //! Runs `f(native_stream)` now, for any stream-ordered library call (cuBLAS, cuFFT,
+  //! NCCL, Thrust/CUB...). If `f` returns a `cudaError_t`, a failure throws `cuda_error`;
+  //! other status types are the caller's to check inside `f`.
+  template <class F>
+  requires std::is_invocable_v<F&, cudaStream_t>
+      operation enqueue(F&& f, std::source_location where = std::source_location::current())
+  const {
+    if constexpr (std::is_same_v<std::invoke_result_t<F&, cudaStream_t>, cudaError_t>) {
+      check(f(m_stream), "enqueue", "library call", where);
+    } else {
+      (void)f(m_stream);
+    }
+    return {m_stream, "enqueue", where};
+  }
+
+  //! Records `e` behind the work enqueued so far.
+  void record(event_ref e) const {
+    CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(e.get(), m_stream));
+  }
+  //! Makes later work on this stream wait for what `e` recorded: a device-side
+  //! dependency, no host round trip.
+  void wait(event_ref e) const {
+    CUAWAIT_CUDA_CHECK("stream wait", cudaStreamWaitEvent(m_stream, e.get(), 0));
+  }
+  //! Makes later work on this stream wait for all work enqueued on `other` so far.
+  void wait(stream_ref other) const;
+
+  //! `co_await s`: waits for all work enqueued on the stream so far.
+  operation operator co_await() const noexcept { return {m_stream, "stream"}; }
+
 private:
+  template <class... Params, class... Args>
+  operation launch_impl(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                        std::source_location where, Args&&... args) const {
+    std::tuple<std::remove_cvref_t<Params>...> converted(std::forward<Args>(args)...);
+    void* argv[sizeof...(Params) + 1] = {};
+    std::apply(
+        [&](auto&... a) {
+          std::size_t i = 0;
+          ((argv[i++] = static_cast<void*>(&a)), ...);
+        },
+        converted);
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, shared_bytes,
+                           m_stream),
+          "kernel launch", "cudaLaunchKernel", where);
+    return {m_stream, "kernel launch", where};
+  }
+
   cudaStream_t m_stream = nullptr;
 };
+
+inline void stream_ref::wait(stream_ref other) const {
+  // A transient event: the wait captures the record at call time, so re-using or
+  // destroying the event afterwards is safe.
+  const event e;
+  other.record(e);
+  wait(e);
+}
 
 //! Options for creating an owning `stream`.
 struct stream_options {

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The awaitables of GPU work. A stream operation is enqueued when it is called and
+//! returns an `operation`; `co_await op` suspends until the work finished. Discarding the
+//! `operation` is fine: the work still runs, in stream order.
+//!
+//! One completion per `co_await`, not per operation: the completion marker (event, ticket
+//! or callback, depending on the strategy) is enqueued when the operation is awaited, so
+//! enqueuing several operations and awaiting the last costs one marker. The marker sits
+//! behind everything enqueued on the stream by then: awaiting an operation after more work
+//! was enqueued on its stream also waits for that work. To wait for an earlier point
+//! exactly, `record` an event there and `co_await` the event.
+
+#include "cuawait/cuda/error.hpp"
+#include "cuawait/cuda/event.hpp"
+#include "cuawait/cuda/reactor.hpp"
+#include "cuawait/detail/reactor_wait.hpp"
+#include "cuawait/result.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <coroutine>
+#include <source_location>
+
+namespace cuawait::cuda {
+
+namespace detail {
+
+//! Turns a resolved wait into `cuda_error` (or nothing on success).
+[[nodiscard]] inline result<void, cuda_error>
+to_result(const completion_status& st, const char* operation, const std::source_location& where) {
+  switch (st.state) {
+  case completion_state::done:
+    return {};
+  case completion_state::cancelled:
+    return {error_tag, cuda_error(cudaErrorCudartUnloading, operation,
+                                  "completion reactor shut down before the work finished", where)};
+  default:
+    return {error_tag,
+            cuda_error(static_cast<cudaError_t>(st.error), operation, "GPU work awaited", where)};
+  }
+}
+
+//! What `operation` and `event_wait` share: the wait node and its submission.
+template <bool Throwing>
+class gpu_awaiter_base {
+public:
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+
+  auto await_resume() {
+    const completion_status st = m_wait.finish();
+    if constexpr (Throwing) {
+      if (st.state != completion_state::done) {
+        throw to_result(st, m_wait.node().operation, m_where).error();
+      }
+    } else {
+      return to_result(st, m_wait.node().operation, m_where);
+    }
+  }
+
+protected:
+  gpu_awaiter_base(const void* lane, const char* what, std::source_location where) noexcept
+      : m_where(where) {
+    m_wait.node().lane_key = lane;
+    m_wait.node().operation = what;
+  }
+
+  ::cuawait::detail::reactor_wait m_wait;
+  std::source_location m_where;
+};
+
+} // namespace detail
+
+//! The awaitable of work enqueued on a stream. Move-only until awaited; awaiting it
+//! enqueues the completion marker and suspends (unless it finished already), then resumes
+//! on the executor the coroutine suspended on. `co_await op` throws `cuda_error` naming
+//! the operation when the work failed (and says so when the context is lost);
+//! `co_await op.try_await()` yields `result<void, cuda_error>` instead.
+//!
+//! Destroying a coroutine suspended on it withdraws the wait: it is never resumed.
+//! @throws cuda_error from `co_await` also when the marker cannot be enqueued.
+class operation : public detail::gpu_awaiter_base<true> {
+public:
+  //! An awaitable for all work enqueued on `stream` so far, named `what` in errors.
+  operation(cudaStream_t stream, const char* what,
+            std::source_location where = std::source_location::current()) noexcept
+      : gpu_awaiter_base(stream, what, where), m_stream(stream) {}
+  operation(operation&&) noexcept = default;
+  operation& operator=(operation&&) = delete;
+
+  //! Enqueues the marker and submits the wait; false when the work had already finished.
+  //! @throws cuda_error when the marker cannot be enqueued (then the coroutine resumes
+  //! with that exception).
+  bool await_suspend(std::coroutine_handle<> h) { return submit(h); }
+
+  //! The non-throwing form: `co_await op.try_await()` yields `result<void, cuda_error>`.
+  class try_awaiter;
+  [[nodiscard]] try_awaiter try_await() && noexcept;
+
+  //! The stream the work runs on.
+  [[nodiscard]] cudaStream_t stream() const noexcept { return m_stream; }
+
+protected:
+  bool submit(std::coroutine_handle<> h) {
+    gpu_reactor& r = current_reactor();
+    r.source().arm(m_stream, m_wait.node());
+    return m_wait.suspend(r.reactor(), h);
+  }
+
+private:
+  cudaStream_t m_stream;
+};
+
+//! `co_await op.try_await()`: like awaiting `op`, yielding `result<void, cuda_error>`
+//! instead of throwing (an error enqueuing the marker is returned too).
+class operation::try_awaiter : public detail::gpu_awaiter_base<false> {
+public:
+  explicit try_awaiter(operation&& op) noexcept
+      : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where),
+        m_stream(op.m_stream) {}
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    try {
+      gpu_reactor& r = current_reactor();
+      r.source().arm(m_stream, m_wait.node());
+      return m_wait.suspend(r.reactor(), h);
+    } catch (const cuda_error& e) {
+      m_arm_error = static_cast<int>(e.code());
+      return false;
+    } catch (...) {
+      m_arm_error = static_cast<int>(cudaErrorMemoryAllocation);
+      return false;
+    }
+  }
+  result<void, cuda_error> await_resume() {
+    if (m_arm_error != 0) {
+      (void)m_wait.finish();
+      return {error_tag, cuda_error(static_cast<cudaError_t>(m_arm_error), m_wait.node().operation,
+                                    "enqueue completion marker", m_where)};
+    }
+    return gpu_awaiter_base::await_resume();
+  }
+
+private:
+  cudaStream_t m_stream;
+  int m_arm_error = 0;
+};
+
+inline operation::try_awaiter operation::try_await() && noexcept {
+  return try_awaiter(std::move(*this));
+}
+
+//! `co_await ev`: waits for the work `ev` last recorded (on whatever stream), polled with
+//! `cudaEventQuery` whatever the strategy. The event must stay alive and not be
+//! re-recorded until the wait resumes. @throws cuda_error when that work failed.
+class event_wait : public detail::gpu_awaiter_base<true> {
+public:
+  event_wait(cudaEvent_t e, std::source_location where = std::source_location::current()) noexcept
+      : gpu_awaiter_base(e, "event wait", where) {
+    m_wait.node().token = reinterpret_cast<std::uintptr_t>(e);
+    m_wait.node().source_data = nullptr; // "token is a foreign event"
+  }
+  bool await_suspend(std::coroutine_handle<> h) {
+    return m_wait.suspend(current_reactor().reactor(), h);
+  }
+};
+
+//! `co_await ev` for an `event_ref` (or `event`): see `event_wait`.
+inline event_wait operator co_await(event_ref e) noexcept { return event_wait(e.get()); }
+
+} // namespace cuawait::cuda

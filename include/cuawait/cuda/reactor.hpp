@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The GPU completion reactor: a completion strategy joined to a `completion_reactor`, and
+//! the process-wide reactor GPU awaitables use.
+
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/cuda/strategy.hpp"
+#include "cuawait/reactor_stats.hpp"
+
+#include <memory>
+
+namespace cuawait::cuda {
+
+//! A completion strategy and the reactor that polls it, with its thread.
+class gpu_reactor {
+public:
+  //! @throws cuda_error when the strategy cannot be set up.
+  explicit gpu_reactor(strategy s = default_strategy, reactor_options options = {});
+  gpu_reactor(const gpu_reactor&) = delete;
+  gpu_reactor& operator=(const gpu_reactor&) = delete;
+  //! Stops polling; waits still pending are cancelled (see `completion_reactor`).
+  ~gpu_reactor();
+
+  [[nodiscard]] completion_reactor& reactor() noexcept { return *m_reactor; }
+  [[nodiscard]] gpu_completion_source& source() noexcept { return *m_source; }
+  [[nodiscard]] strategy kind() const noexcept { return m_source->kind(); }
+  [[nodiscard]] reactor_stats stats() const { return m_reactor->stats(); }
+
+private:
+  std::unique_ptr<gpu_completion_source> m_source;
+  std::unique_ptr<completion_reactor> m_reactor;
+};
+
+//! The reactor GPU awaitables submit to: the one installed by `install_reactor` (the
+//! `runtime` does), else a process-wide one with the default strategy, created on first
+//! use. @throws cuda_error when it cannot be created.
+[[nodiscard]] gpu_reactor& current_reactor();
+
+//! Makes `r` the reactor of `current_reactor()` (nullptr: back to the process-wide one)
+//! and returns the previous one. Waits already submitted stay with their reactor.
+gpu_reactor* install_reactor(gpu_reactor* r) noexcept;
+
+} // namespace cuawait::cuda

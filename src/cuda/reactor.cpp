@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/cuda/reactor.hpp"
+
+#include <atomic>
+
+namespace cuawait::cuda {
+
+gpu_reactor::gpu_reactor(strategy s, reactor_options options)
+    : m_source(make_completion_source(s)),
+      m_reactor(std::make_unique<completion_reactor>(*m_source, options)) {
+  m_source->attach(m_reactor.get());
+}
+
+gpu_reactor::~gpu_reactor() {
+  m_source->attach(nullptr); // late callbacks must not notify a dead reactor
+  m_reactor.reset(); // stops its thread and cancels what is left before the source goes
+}
+
+namespace {
+std::atomic<gpu_reactor*> g_installed{nullptr};
+}
+
+gpu_reactor& current_reactor() {
+  if (gpu_reactor* r = g_installed.load(std::memory_order_acquire); r != nullptr) {
+    return *r;
+  }
+  static gpu_reactor process_wide;
+  return process_wide;
+}
+
+gpu_reactor* install_reactor(gpu_reactor* r) noexcept { return g_installed.exchange(r); }
+
+} // namespace cuawait::cuda

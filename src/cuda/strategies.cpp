@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: Apache-2.0
+// The four completion strategies (see cuawait/cuda/strategy.hpp).
+
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/cuda/event_pool.hpp"
+#include "cuawait/cuda/strategy.hpp"
+
+#include <cuda.h> // types only: libcuda is reached through cudaGetDriverEntryPointByVersion
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace cuawait::cuda {
+namespace {
+
+using detail::wait_node;
+
+//! Marks the `source_data` of waits whose token is a strategy-owned object.
+char g_owned_tag;
+
+completion_status query_event(const wait_node& w) noexcept {
+  return gpu_completion_source::status_of(cudaEventQuery(reinterpret_cast<cudaEvent_t>(w.token)));
+}
+
+//! A stream's health, for strategies whose query cannot see errors.
+completion_status probe_stream(const wait_node& w, completion_status flag_state) noexcept {
+  if (flag_state.state != completion_state::pending) {
+    return flag_state;
+  }
+  const completion_status s = gpu_completion_source::status_of(
+      cudaStreamQuery(static_cast<cudaStream_t>(const_cast<void*>(w.lane_key))));
+  return s.state == completion_state::done ? completion_status{} : s;
+}
+
+// --- event_poll ---------------------------------------------------------------------------
+class event_poll_source final : public gpu_completion_source {
+public:
+  void arm(cudaStream_t s, wait_node& w) override {
+    const cudaEvent_t e = m_pool.acquire();
+    const cudaError_t r = cudaEventRecord(e, s);
+    if (r != cudaSuccess) {
+      m_pool.release(e);
+      check(r, w.operation, "cudaEventRecord");
+    }
+    w.token = reinterpret_cast<std::uintptr_t>(e);
+    w.source_data = &g_owned_tag;
+  }
+  completion_status query(const wait_node& w) noexcept override { return query_event(w); }
+  void retire(wait_node& w) noexcept override {
+    if (w.source_data == &g_owned_tag) {
+      m_pool.release(reinterpret_cast<cudaEvent_t>(w.token));
+      w.source_data = nullptr;
+    }
+  }
+  strategy kind() const noexcept override { return strategy::event_poll; }
+
+private:
+  event_pool m_pool;
+};
+
+// --- flag slots shared by host_callback and blocking_sync --------------------------------
+//! A completion flag shared by a wait and whoever sets it; freed when both let go.
+struct flag_slot {
+  std::atomic<int> error{-1}; // -1: pending, else the cudaError_t
+  std::atomic<int> refs{2};
+  cudaEvent_t event = nullptr; // blocking_sync only
+  class flag_source* owner = nullptr;
+};
+
+class flag_source : public gpu_completion_source {
+public:
+  ~flag_source() override {
+    for (flag_slot* s : m_free) {
+      delete s;
+    }
+  }
+  completion_status query(const wait_node& w) noexcept override {
+    if (w.source_data == nullptr) {
+      return query_event(w);
+    }
+    const int e = static_cast<flag_slot*>(w.source_data)->error.load(std::memory_order_acquire);
+    return e < 0 ? completion_status{} : status_of(static_cast<cudaError_t>(e));
+  }
+  completion_status probe(const wait_node& w) noexcept override {
+    return w.source_data == nullptr ? query_event(w) : probe_stream(w, query(w));
+  }
+  void retire(wait_node& w) noexcept override {
+    if (w.source_data != nullptr) {
+      drop(static_cast<flag_slot*>(w.source_data));
+      w.source_data = nullptr;
+    }
+  }
+  void attach(completion_reactor* r) noexcept override { m_reactor.store(r); }
+  bool notifies() const noexcept override { return true; }
+
+  //! Called by the setter (a CUDA callback or the helper thread): no CUDA, no reactor lock.
+  void complete(flag_slot* s, int error) noexcept {
+    s->error.store(error, std::memory_order_release);
+    if (completion_reactor* r = m_reactor.load(); r != nullptr) {
+      r->notify();
+    }
+    drop(s);
+  }
+
+protected:
+  flag_slot* take() {
+    flag_slot* s = nullptr;
+    {
+      const std::lock_guard lock(m_mutex);
+      if (!m_free.empty()) {
+        s = m_free.back();
+        m_free.pop_back();
+      }
+    }
+    if (s == nullptr) {
+      s = new flag_slot;
+    }
+    s->error.store(-1, std::memory_order_relaxed);
+    s->refs.store(2, std::memory_order_relaxed);
+    s->owner = this;
+    return s;
+  }
+  void drop(flag_slot* s) noexcept {
+    if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      try {
+        const std::lock_guard lock(m_mutex);
+        m_free.push_back(s);
+      } catch (...) {
+        delete s;
+      }
+    }
+  }
+
+private:
+  std::atomic<completion_reactor*> m_reactor{nullptr};
+  std::mutex m_mutex;
+  std::vector<flag_slot*> m_free;
+};
+
+// --- host_callback -------------------------------------------------------------------------
+class host_callback_source final : public flag_source {
+public:
+  void arm(cudaStream_t s, wait_node& w) override {
+    flag_slot* slot = take();
+    const cudaError_t r = cudaLaunchHostFunc(s, &on_host, slot);
+    if (r != cudaSuccess) {
+      drop(slot);
+      drop(slot);
+      check(r, w.operation, "cudaLaunchHostFunc");
+    }
+    w.source_data = slot;
+  }
+  strategy kind() const noexcept override { return strategy::host_callback; }
+
+private:
+  // Runs on CUDA's callback thread: only sets the flag and wakes the reactor.
+  static void CUDART_CB on_host(void* p) {
+    auto* slot = static_cast<flag_slot*>(p);
+    slot->owner->complete(slot, 0);
+  }
+};
+
+// --- blocking_sync -------------------------------------------------------------------------
+class blocking_sync_source final : public flag_source {
+public:
+  blocking_sync_source() : m_pool(cudaEventBlockingSync | cudaEventDisableTiming) {
+    m_thread = std::jthread([this](std::stop_token st) { helper(st); });
+  }
+  ~blocking_sync_source() override {
+    m_thread.request_stop();
+    {
+      const std::lock_guard lock(m_mutex);
+      m_cv.notify_all();
+    }
+    m_thread.join();
+  }
+  void arm(cudaStream_t s, wait_node& w) override {
+    flag_slot* slot = take();
+    slot->event = m_pool.acquire();
+    const cudaError_t r = cudaEventRecord(slot->event, s);
+    if (r != cudaSuccess) {
+      m_pool.release(slot->event);
+      drop(slot);
+      drop(slot);
+      check(r, w.operation, "cudaEventRecord");
+    }
+    {
+      const std::lock_guard lock(m_mutex);
+      m_queue.push_back(slot);
+    }
+    m_cv.notify_one();
+    w.source_data = slot;
+  }
+  strategy kind() const noexcept override { return strategy::blocking_sync; }
+
+private:
+  // One helper thread blocks on the events in arm order. Work on other streams that
+  // finishes meanwhile is seen when the helper reaches it (head-of-line blocking: one of
+  // the reasons this strategy is not the default).
+  void helper(const std::stop_token& st) {
+    for (;;) {
+      flag_slot* slot = nullptr;
+      {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [&] { return !m_queue.empty() || st.stop_requested(); });
+        if (m_queue.empty()) {
+          return;
+        }
+        slot = m_queue.front();
+        m_queue.pop_front();
+      }
+      const cudaError_t e = cudaEventSynchronize(slot->event);
+      if (e != cudaSuccess && !cuda_error::is_sticky(e)) {
+        (void)cudaGetLastError();
+      }
+      m_pool.release(slot->event);
+      complete(slot, static_cast<int>(e));
+    }
+  }
+
+  event_pool m_pool;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<flag_slot*> m_queue;
+  std::jthread m_thread;
+};
+
+// --- timeline --------------------------------------------------------------------------------
+using write_value64_fn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+write_value64_fn load_write_value64() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000,
+                                                         cudaEnableDefault, &found);
+  check(e, "timeline strategy", "cudaGetDriverEntryPointByVersion");
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    throw cuda_error(cudaErrorSymbolNotFound, "timeline strategy (cuStreamWriteValue64)",
+                     "cudaGetDriverEntryPointByVersion");
+  }
+  return reinterpret_cast<write_value64_fn>(fn);
+}
+
+class timeline_source final : public gpu_completion_source {
+  static constexpr std::size_t words_per_block = 512;
+  struct lane {
+    std::uint64_t* word = nullptr;
+    CUdeviceptr device_word = 0;
+    std::uint64_t next_ticket = 0;
+  };
+
+public:
+  timeline_source() : m_write(load_write_value64()) {}
+  ~timeline_source() override {
+    for (void* b : m_blocks) {
+      check_noexcept(cudaFreeHost(b), "timeline strategy", "cudaFreeHost");
+    }
+  }
+  void arm(cudaStream_t s, wait_node& w) override {
+    // One lock orders ticket numbers with the writes on each stream: two threads arming
+    // the same stream must enqueue their writes in ticket order.
+    const std::lock_guard lock(m_mutex);
+    lane& l = lane_for(s);
+    const std::uint64_t ticket = l.next_ticket + 1;
+    const CUresult r = m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */);
+    if (r != CUDA_SUCCESS) {
+      throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamWriteValue64");
+    }
+    l.next_ticket = ticket;
+    w.token = ticket;
+    w.source_data = l.word;
+  }
+  completion_status query(const wait_node& w) noexcept override {
+    if (w.source_data == nullptr) {
+      return query_event(w);
+    }
+    const std::uint64_t seen =
+        std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(w.source_data))
+            .load(std::memory_order_acquire);
+    return seen >= w.token ? completion_status{completion_state::done, 0} : completion_status{};
+  }
+  completion_status probe(const wait_node& w) noexcept override {
+    return w.source_data == nullptr ? query_event(w) : probe_stream(w, query(w));
+  }
+  strategy kind() const noexcept override { return strategy::timeline; }
+
+private:
+  lane& lane_for(cudaStream_t s) {
+    auto it = m_lanes.find(s);
+    if (it != m_lanes.end()) {
+      return it->second;
+    }
+    if (m_used == words_per_block || m_blocks.empty()) {
+      void* b = nullptr;
+      CUAWAIT_CUDA_CHECK("timeline strategy",
+                         cudaHostAlloc(&b, words_per_block * sizeof(std::uint64_t),
+                                       cudaHostAllocMapped | cudaHostAllocPortable));
+      m_blocks.push_back(b);
+      m_used = 0;
+    }
+    lane l;
+    l.word = static_cast<std::uint64_t*>(m_blocks.back()) + m_used++;
+    *l.word = 0;
+    void* dev = nullptr;
+    CUAWAIT_CUDA_CHECK("timeline strategy", cudaHostGetDevicePointer(&dev, l.word, 0));
+    l.device_word = reinterpret_cast<CUdeviceptr>(dev);
+    return m_lanes.emplace(s, l).first->second;
+  }
+
+  write_value64_fn m_write;
+  std::mutex m_mutex;
+  std::unordered_map<cudaStream_t, lane> m_lanes;
+  std::vector<void*> m_blocks;
+  std::size_t m_used = 0;
+};
+
+} // namespace
+
+const char* to_string(strategy s) noexcept {
+  switch (s) {
+  case strategy::event_poll:
+    return "event_poll";
+  case strategy::host_callback:
+    return "host_callback";
+  case strategy::blocking_sync:
+    return "blocking_sync";
+  case strategy::timeline:
+    return "timeline";
+  }
+  return "?";
+}
+
+std::optional<strategy> parse_strategy(std::string_view name) noexcept {
+  for (const strategy s : {strategy::event_poll, strategy::host_callback, strategy::blocking_sync,
+                           strategy::timeline}) {
+    if (name == to_string(s)) {
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<gpu_completion_source> make_completion_source(strategy s) {
+  switch (s) {
+  case strategy::event_poll:
+    return std::make_unique<event_poll_source>();
+  case strategy::host_callback:
+    return std::make_unique<host_callback_source>();
+  case strategy::blocking_sync:
+    return std::make_unique<blocking_sync_source>();
+  case strategy::timeline:
+    return std::make_unique<timeline_source>();
+  }
+  throw std::invalid_argument("cuawait::cuda::make_completion_source: unknown strategy");
+}
+
+} // namespace cuawait::cuda
