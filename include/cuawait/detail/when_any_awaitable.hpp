@@ -89,7 +89,7 @@ public:
     std::stop_token token = stop_token_of(awaiting);
     if (token.stop_possible()) {
       // Runs at once when stop was already requested: the children then start stopped.
-      m_callback.emplace(std::move(token), forward{&state});
+      (void)m_callback.emplace(std::move(token), forward{&state}); // nodiscard under nvcc
     }
   }
   //! Blocks while the callback runs on another thread (it only requests a stop).
