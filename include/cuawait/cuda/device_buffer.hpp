@@ -13,9 +13,12 @@
 //! join for you at release time. `set_stream(s)` moves the release to `s` without adding any
 //! order.
 
+// stream.hpp first: it must be parsed before any header opens cuawait::cuda::detail (its
+// unqualified detail:: names mean cuawait::detail).
+#include "cuawait/cuda/stream.hpp"
+
 #include "cuawait/cuda/detail/release_order.hpp"
 #include "cuawait/cuda/memory_pool.hpp"
-#include "cuawait/cuda/stream.hpp"
 
 #include <cuda_runtime_api.h>
 

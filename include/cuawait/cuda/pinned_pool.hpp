@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `pinned_pool`: pooled page-locked host memory in size classes (four per doubling, at most
+//! 20% slack), so that the hot path never calls `cudaHostAlloc` / `cudaFreeHost` (both are
+//! slow, and `cudaFreeHost` synchronizes the device). Thread-safe, with statistics.
+//!
+//! The reuse rule: a block returned with a stream (`deallocate(b, s)`) gets an event
+//! recorded on `s`, and is not handed out again until that event has completed, so a copy
+//! still in flight from or into it is never overwritten by the next owner. A block returned
+//! without a stream is reusable at once: the caller vouches that no GPU work uses it.
+
+#include "cuawait/cuda/stream.hpp"
+#include "cuawait/detail/size_class_pool.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+namespace cuawait::cuda {
+
+//! How a `pinned_pool` allocates and how much it keeps.
+struct pinned_pool_options {
+  //! Flags for `cudaHostAlloc`; portable by default (usable from every device).
+  unsigned host_alloc_flags = cudaHostAllocPortable;
+  //! Ready cached bytes beyond this go back to the OS (`cudaFreeHost`) when returned.
+  std::size_t max_cached_bytes = std::numeric_limits<std::size_t>::max();
+};
+
+//! Counters of a pinned pool; see `cuawait::detail::size_class_pool_stats`.
+using pinned_pool_stats = cuawait::detail::size_class_pool_stats;
+
+namespace detail {
+//! The CUDA backend of the pinned pool: `cudaHostAlloc`, `cudaFreeHost`, and events as
+//! fences (recycled in a small cache, because creating one costs ~0.4 µs).
+class pinned_backend {
+public:
+  using fence_type = cudaEvent_t;
+
+  explicit pinned_backend(unsigned flags) noexcept : m_flags(flags) {}
+  pinned_backend(pinned_backend&& other) noexcept;
+  ~pinned_backend();
+
+  //! @throws cuda_error "pinned_pool: allocate N bytes (cudaHostAlloc): ..."
+  [[nodiscard]] void* allocate(std::size_t bytes);
+  void deallocate(void* p, std::size_t bytes) noexcept;
+  //! Complete, or failed for good (a lost context runs nothing more).
+  bool is_complete(fence_type& f) noexcept;
+  void wait(fence_type& f) noexcept;
+  void discard(fence_type& f) noexcept;
+
+  //! An event recorded on `s`, or nullptr after waiting on the host when recording failed.
+  [[nodiscard]] fence_type record(cudaStream_t s) noexcept;
+
+private:
+  unsigned m_flags;
+  std::mutex m_mutex;
+  std::vector<cudaEvent_t> m_events; // idle events for reuse
+};
+} // namespace detail
+
+//! A thread-safe pool of page-locked host memory. Move-only is not offered: buffers keep a
+//! reference to their pool, which must outlive them.
+class pinned_pool {
+public:
+  //! A block of `bytes` capacity (the size class, >= the request).
+  using block = cuawait::detail::size_class_pool<detail::pinned_backend>::block;
+
+  explicit pinned_pool(pinned_pool_options options = {});
+  pinned_pool(const pinned_pool&) = delete;
+  pinned_pool& operator=(const pinned_pool&) = delete;
+  //! Waits for the fences of returned blocks, then frees all cached memory.
+  ~pinned_pool();
+
+  //! The process-wide pool `pinned_buffer` uses by default. Never destroyed (buffers in
+  //! static storage may outlive any static object, and CUDA may be unloading at exit);
+  //! call `trim()` to give its cached memory back earlier.
+  [[nodiscard]] static pinned_pool& global();
+
+  //! At least `bytes` of pinned memory, from the cache when a block is ready.
+  //! @throws cuda_error naming the size when `cudaHostAlloc` fails; the pool stays usable.
+  [[nodiscard]] block allocate(std::size_t bytes);
+  //! Returns `b` for immediate reuse: no GPU work may use it any more.
+  void deallocate(block b) noexcept;
+  //! Returns `b`, reused only after the work enqueued on `s` so far has completed.
+  void deallocate(block b, stream_ref s) noexcept;
+
+  //! Frees cached blocks that are ready. @returns the bytes freed.
+  std::size_t trim() noexcept;
+  //! The counters now (bytes held, in use, cached, fenced; allocations; reuses).
+  [[nodiscard]] pinned_pool_stats stats() const noexcept;
+
+private:
+  cuawait::detail::size_class_pool<detail::pinned_backend> m_pool;
+};
+
+} // namespace cuawait::cuda

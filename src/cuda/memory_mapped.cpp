@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/cuda/mapped_buffer.hpp"
+
+#include <cstring>
+#include <string>
+
+namespace cuawait::cuda::detail {
+
+std::size_t checked_bytes(std::size_t count, std::size_t element, const char* what);
+
+void* mapped_allocate(std::size_t count, std::size_t element, void*& device) {
+  const std::size_t bytes = checked_bytes(count, element, "mapped_buffer");
+  device = nullptr;
+  if (bytes == 0) {
+    return nullptr;
+  }
+  const std::string what = "mapped_buffer: allocate " + std::to_string(bytes) + " bytes";
+  void* host = nullptr;
+  check(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable), what.c_str(),
+        "cudaHostAlloc");
+  const cudaError_t e = cudaHostGetDevicePointer(&device, host, 0);
+  if (e != cudaSuccess) {
+    (void)try_check(cudaFreeHost(host));
+    check(e, what.c_str(), "cudaHostGetDevicePointer");
+  }
+  std::memset(host, 0, bytes);
+  return host;
+}
+
+void mapped_free(void* host) noexcept {
+  check_noexcept(cudaFreeHost(host), "mapped_buffer: free", "cudaFreeHost");
+}
+
+} // namespace cuawait::cuda::detail

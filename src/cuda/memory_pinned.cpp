@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/cuda/pinned_buffer.hpp"
+#include "cuawait/cuda/pinned_pool.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cuawait::cuda {
+namespace detail {
+
+pinned_backend::pinned_backend(pinned_backend&& other) noexcept
+    : m_flags(other.m_flags), m_events(std::move(other.m_events)) {}
+
+pinned_backend::~pinned_backend() {
+  for (cudaEvent_t e : m_events) {
+    check_noexcept(cudaEventDestroy(e), "pinned_pool: destroy event", "cudaEventDestroy");
+  }
+}
+
+void* pinned_backend::allocate(std::size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes, m_flags);
+  if (e != cudaSuccess) [[unlikely]] {
+    const std::string what = "pinned_pool: allocate " + std::to_string(bytes) + " bytes";
+    check(e, what.c_str(), "cudaHostAlloc");
+  }
+  return p;
+}
+
+void pinned_backend::deallocate(void* p, std::size_t) noexcept {
+  check_noexcept(cudaFreeHost(p), "pinned_pool: free", "cudaFreeHost");
+}
+
+bool pinned_backend::is_complete(fence_type& f) noexcept {
+  if (f == nullptr) {
+    return true;
+  }
+  const cudaError_t e = cudaEventQuery(f);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  // Success, or an error after which the GPU runs nothing more: either way no copy is
+  // still writing the block.
+  (void)try_check(e);
+  return true;
+}
+
+void pinned_backend::wait(fence_type& f) noexcept {
+  if (f != nullptr) {
+    (void)try_check(cudaEventSynchronize(f));
+  }
+}
+
+void pinned_backend::discard(fence_type& f) noexcept {
+  if (f == nullptr) {
+    return;
+  }
+  try {
+    const std::lock_guard lock(m_mutex);
+    m_events.push_back(f);
+    f = nullptr;
+    return;
+  } catch (...) { // no room to cache it: destroy it below
+  }
+  check_noexcept(cudaEventDestroy(f), "pinned_pool: destroy event", "cudaEventDestroy");
+  f = nullptr;
+}
+
+pinned_backend::fence_type pinned_backend::record(cudaStream_t s) noexcept {
+  cudaEvent_t ev = nullptr;
+  {
+    const std::lock_guard lock(m_mutex);
+    if (!m_events.empty()) {
+      ev = m_events.back();
+      m_events.pop_back();
+    }
+  }
+  cudaError_t e = cudaSuccess;
+  if (ev == nullptr) {
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  }
+  if (e == cudaSuccess) {
+    e = cudaEventRecord(ev, s);
+  }
+  if (e == cudaSuccess) {
+    return ev;
+  }
+  check_noexcept(e, "pinned_pool: fence a returned block", "cudaEventRecord");
+  if (ev != nullptr) {
+    (void)try_check(cudaEventDestroy(ev));
+  }
+  // Keep the promise the hard way: the stream's work is done when this returns.
+  (void)try_check(cudaStreamSynchronize(s));
+  return nullptr;
+}
+
+} // namespace detail
+
+pinned_pool::pinned_pool(pinned_pool_options options)
+    : m_pool(detail::pinned_backend(options.host_alloc_flags), options.max_cached_bytes) {}
+
+pinned_pool::~pinned_pool() = default;
+
+pinned_pool& pinned_pool::global() {
+  static pinned_pool* const pool = new pinned_pool();
+  return *pool;
+}
+
+pinned_pool::block pinned_pool::allocate(std::size_t bytes) { return m_pool.allocate(bytes); }
+
+void pinned_pool::deallocate(block b) noexcept { m_pool.deallocate(b); }
+
+void pinned_pool::deallocate(block b, stream_ref s) noexcept {
+  cudaEvent_t fence = m_pool.backend().record(s.get());
+  if (fence == nullptr) {
+    m_pool.deallocate(b); // record failed and the stream was synchronized instead
+  } else {
+    m_pool.deallocate(b, fence);
+  }
+}
+
+std::size_t pinned_pool::trim() noexcept { return m_pool.trim(); }
+
+pinned_pool_stats pinned_pool::stats() const noexcept { return m_pool.stats(); }
+
+} // namespace cuawait::cuda
+
+namespace cuawait::cuda::detail {
+
+void pinned_release(pinned_pool& pool, pinned_pool::block b, release_order& order) noexcept {
+  if (!order.has_primary()) {
+    pool.deallocate(b);
+    return;
+  }
+  order.join();
+  pool.deallocate(b, stream_ref(order.primary()));
+}
+
+} // namespace cuawait::cuda::detail
