@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "batch.hpp"
+
+#include "codec.hpp"
+#include "output.hpp"
+#include "synthetic.hpp"
+
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace cuawait::images {
+namespace {
+
+class cpu_engine final : public stage_engine {
+public:
+  explicit cpu_engine(trace_log& log) : m_log(log) {}
+
+  std::span<float> input(std::size_t pixels) override {
+    m_input.resize(pixels);
+    return m_input;
+  }
+
+  image_result process(int width, int height, int image) override {
+    const scoped_span span(m_log, image, "cpu stages");
+    const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
+    m_tmp.resize(n);
+    m_blurred.resize(n);
+    blur(m_input.data(), m_tmp.data(), m_blurred.data(), width, height);
+    image_result r{width, height, std::vector<std::uint8_t>(n), {}};
+    std::array<double, feature_count> hist{};
+    edges_and_histogram(m_blurred.data(), width, height, r.edges.data(), hist);
+    r.features = to_features(hist);
+    return r;
+  }
+
+private:
+  trace_log& m_log;
+  std::vector<float> m_input;
+  std::vector<float> m_tmp;
+  std::vector<float> m_blurred;
+};
+
+} // namespace
+
+std::unique_ptr<stage_engine> make_cpu_engine(trace_log& log) {
+  return std::make_unique<cpu_engine>(log);
+}
+
+batch::batch(batch_config config, const std::vector<job>& jobs, trace_log& log,
+             progress_reporter& progress, const std::atomic<bool>& stop)
+    : m_config(std::move(config)), m_jobs(jobs), m_log(log), m_progress(progress), m_stop(stop),
+      m_outcomes(jobs.size()) {}
+
+image8 batch::load(int i) const {
+  const job& j = m_jobs[static_cast<std::size_t>(i)];
+  if (j.source.empty()) {
+    return make_synthetic(m_config.seed, j.index, m_config.width, m_config.height);
+  }
+  return decode_file(j.source, m_config.limits);
+}
+
+void batch::preprocess(const image8& img, std::span<float> out) const { to_gray(img, out); }
+
+void batch::finish(int i, const image_result& result) {
+  const scoped_span span(m_log, i, "postprocess");
+  const job& j = m_jobs[static_cast<std::size_t>(i)];
+  if (m_config.write) {
+    const std::vector<std::uint8_t> png = edge_png(result);
+    write_file_atomic(edge_path(m_config.out_dir, j), png);
+  }
+  job_outcome& o = m_outcomes[static_cast<std::size_t>(i)];
+  o.record = feature_record(j.name, result);
+  o.done = true;
+  m_progress.image_done(j.name, {});
+}
+
+void batch::fail(int i, const std::string& reason) {
+  job_outcome& o = m_outcomes[static_cast<std::size_t>(i)];
+  o.done = true;
+  o.error = reason.empty() ? "failed" : reason;
+  m_progress.image_done(m_jobs[static_cast<std::size_t>(i)].name, o.error);
+}
+
+void batch::run_job(int i, stage_engine& engine) {
+  try {
+    image8 img;
+    int w = 0;
+    int h = 0;
+    std::span<float> in;
+    {
+      const scoped_span span(m_log, i, "decode+preprocess");
+      img = load(i);
+      w = img.width;
+      h = img.height;
+      in = engine.input(img.pixel_count());
+      preprocess(img, in);
+    }
+    const image_result r = engine.process(w, h, i);
+    finish(i, r);
+  } catch (const std::exception& e) {
+    fail(i, e.what());
+  }
+}
+
+void batch::run_sync(const engine_factory& make) {
+  const std::unique_ptr<stage_engine> engine = make();
+  for (int i = 0; i < static_cast<int>(m_jobs.size()) && !stopping(); ++i) {
+    run_job(i, *engine);
+  }
+}
+
+void batch::run_threads(const engine_factory& make) {
+  std::atomic<int> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr first_error;
+  auto worker = [&] {
+    std::unique_ptr<stage_engine> engine;
+    try {
+      engine = make();
+    } catch (...) {
+      const std::lock_guard lock(error_mutex);
+      if (!first_error) {
+        first_error = std::current_exception();
+      }
+      return;
+    }
+    for (int i = next.fetch_add(1); i < static_cast<int>(m_jobs.size()) && !stopping();
+         i = next.fetch_add(1)) {
+      run_job(i, *engine);
+    }
+  };
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < m_config.threads; ++t) {
+    pool.emplace_back(worker);
+  }
+  pool.clear(); // joins
+  // A worker that could not start leaves its share to the others; fail only when jobs
+  // were left undone because no worker could run them.
+  if (first_error && !stopping() && next.load() < static_cast<int>(m_jobs.size())) {
+    std::rethrow_exception(first_error);
+  }
+}
+
+} // namespace cuawait::images

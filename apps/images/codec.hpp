@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! Decoding and encoding image files: PNG through libpng, PGM/PPM (P2, P3, P5, P6) by hand.
+
+#include "image.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace cuawait::images {
+
+//! Reads and decodes the file at `path` (the format is recognised by its signature, not its
+//! name). Color images come back as 3 channels, gray ones as 1; 16-bit samples are scaled
+//! to 8 bits, alpha is dropped, palettes are expanded.
+//! @throws image_error with the reason when the file cannot be read, is empty, too large,
+//! truncated, corrupt or not a PNG/PNM image.
+[[nodiscard]] image8 decode_file(const std::filesystem::path& path, const decode_limits& limits);
+
+//! Decodes an in-memory file; see `decode_file`.
+//! @throws image_error
+[[nodiscard]] image8 decode_image(std::span<const std::uint8_t> bytes, const decode_limits& limits);
+
+//! Width and height from the header of a PNG or PGM/PPM file, without decoding it; nullopt
+//! when the file cannot be read or its header is not recognised (decoding will then say
+//! why). Used to size an image's share of the memory budget before it is decoded.
+[[nodiscard]] std::optional<std::pair<int, int>> peek_size(const std::filesystem::path& path);
+
+//! Width and height from a PGM/PPM header in `bytes`, or nullopt.
+[[nodiscard]] std::optional<std::pair<int, int>> peek_pnm_size(std::span<const std::uint8_t> bytes);
+
+//! Decodes PNG bytes with libpng. @throws image_error
+[[nodiscard]] image8 decode_png(std::span<const std::uint8_t> bytes, const decode_limits& limits);
+
+//! Decodes PGM/PPM bytes (P2, P3, P5, P6; maxval up to 65535). @throws image_error
+[[nodiscard]] image8 decode_pnm(std::span<const std::uint8_t> bytes, const decode_limits& limits);
+
+//! Encodes `img` (1 or 3 channels) as PNG. `level` is the zlib level (0-9); the pipeline
+//! uses a fast one because its edge images are mostly flat.
+//! @throws std::runtime_error when libpng fails (out of memory)
+[[nodiscard]] std::vector<std::uint8_t> encode_png(const image8& img, int level = 2);
+
+//! Encodes `img` as binary PGM (1 channel) or PPM (3 channels).
+[[nodiscard]] std::vector<std::uint8_t> encode_pnm(const image8& img);
+
+} // namespace cuawait::images

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// The coroutine mode on the CPU backend.
+
+#include "coro_mode.hpp"
+
+#include "codec.hpp"
+#include "memory_gate.hpp"
+
+#include <cuawait/async_scope.hpp>
+#include <cuawait/sync_wait.hpp>
+#include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
+
+namespace cuawait::images {
+namespace {
+
+// Pixels job `i` will have once decoded: from the file header, or the synthetic size; 0
+// when unknown (the image then takes the smallest share; decoding will fail or tell).
+std::size_t expected_pixels(const batch& b, int i) {
+  const job& j = b.jobs()[static_cast<std::size_t>(i)];
+  if (j.source.empty()) {
+    return static_cast<std::size_t>(b.config().width) * static_cast<std::size_t>(b.config().height);
+  }
+  const auto size = peek_size(j.source);
+  return size ? static_cast<std::size_t>(size->first) * static_cast<std::size_t>(size->second) : 0;
+}
+
+task<void> process_on_cpu(batch& b, int i, thread_pool& pool, memory_gate& gate) {
+  co_await pool.schedule();
+  if (b.stopping()) {
+    co_return;
+  }
+  memory_gate::share share = co_await gate.acquire(image_footprint(expected_pixels(b, i)));
+  // The gate may resume us inside another image's release: continue from the pool instead,
+  // so finished images never nest the next one on their stack.
+  co_await pool.schedule();
+  try {
+    gray_image gray;
+    {
+      const scoped_span span(b.log(), i, "decode+preprocess");
+      const image8 img = b.load(i);
+      gray = {img.width, img.height, std::vector<float>(img.pixel_count())};
+      b.preprocess(img, gray.pixels);
+    }
+    co_await pool.schedule(); // a scheduling point between stages, as the GPU version has
+    image_result result;
+    {
+      const scoped_span span(b.log(), i, "cpu stages");
+      result = process_cpu(gray);
+    }
+    gray = {};
+    co_await pool.schedule();
+    b.finish(i, result);
+  } catch (const std::exception& e) {
+    b.fail(i, e.what());
+  }
+}
+
+task<void> run_all(batch& b, thread_pool& pool, memory_gate& gate) {
+  async_scope scope;
+  for (int i = 0; i < static_cast<int>(b.jobs().size()); ++i) {
+    scope.spawn(process_on_cpu(b, i, pool, gate));
+  }
+  co_await scope.join();
+}
+
+} // namespace
+
+std::size_t image_footprint(std::size_t pixels) noexcept {
+  // Decoded bytes (up to 3 per pixel), the float input, blur temporary and blurred image,
+  // and the edge bytes.
+  return pixels * (3 + 3 * sizeof(float) + 1);
+}
+
+void run_coro_cpu(batch& b, std::size_t memory_budget) {
+  memory_gate gate(memory_budget);
+  thread_pool pool(static_cast<std::size_t>(b.config().threads));
+  sync_wait(run_all(b, pool, gate));
+}
+
+} // namespace cuawait::images

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `stage_engine`: runs the middle of the pipeline (blur, gradients, histogram, edge
+//! image) for one image at a time, on the CPU or on the GPU. The sync and threads modes
+//! give each worker thread its own engine; the coroutine mode does not use engines.
+
+#include "stages.hpp"
+#include "trace_log.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace cuawait::images {
+
+class batch;
+
+//! One worker's means of running the middle stages. Not thread-safe: one per thread.
+class stage_engine {
+public:
+  virtual ~stage_engine() = default;
+
+  //! A buffer of at least `pixels` floats where preprocessing writes the next image
+  //! (pinned host memory for the CUDA engine, so the upload needs no staging copy). Valid
+  //! until the next call of `input` or `process`.
+  //! @throws std::bad_alloc, cuda_error
+  [[nodiscard]] virtual std::span<float> input(std::size_t pixels) = 0;
+
+  //! Runs the stages on the `width` x `height` image in `input()`; `image` is the job index
+  //! for the trace. Records its spans in the engine's trace log.
+  //! @throws std::runtime_error (cuda_error for the CUDA engine)
+  [[nodiscard]] virtual image_result process(int width, int height, int image) = 0;
+};
+
+//! The CPU reference engine; records its work as a "cpu stages" span on the calling
+//! thread's lane.
+[[nodiscard]] std::unique_ptr<stage_engine> make_cpu_engine(trace_log& log);
+
+//! What a GPU backend offers the program. The program's core is CUDA-free; the executable
+//! passes an implementation when it was built with CUDA.
+class gpu_backend {
+public:
+  virtual ~gpu_backend() = default;
+  //! Empty when a CUDA device can be used; otherwise why not.
+  [[nodiscard]] virtual std::string unavailable_reason() = 0;
+  //! A one-line description of the device ("NVIDIA H200, 132 SMs").
+  [[nodiscard]] virtual std::string device_name() = 0;
+  //! A new engine with its own stream and buffers (raw CUDA, synchronising after each step).
+  //! Its GPU operations are recorded, with GPU timestamps, on a new GPU lane of `log`.
+  //! @throws cuda_error
+  [[nodiscard]] virtual std::unique_ptr<stage_engine> make_engine(trace_log& log) = 0;
+  //! The coroutine mode on the GPU: one coroutine per image of `b`, at most
+  //! `memory_budget` bytes of image buffers in flight.
+  //! @throws cuda_error when the device cannot be set up
+  virtual void run_coro(batch& b, std::size_t memory_budget) = 0;
+};
+
+} // namespace cuawait::images

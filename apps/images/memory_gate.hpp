@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `memory_gate`: bounds the bytes of image buffers in flight in the coroutine mode. An
+//! image takes a share of the budget (in 64 KiB units of an `async_semaphore`) before its
+//! buffers are allocated and gives it back when it is done. Shares of several units are
+//! taken under an `async_mutex`, so two half-served images can never hold the budget
+//! between them and wait for each other.
+
+#include <cuawait/async_mutex.hpp>
+#include <cuawait/async_semaphore.hpp>
+#include <cuawait/task.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+namespace cuawait::images {
+
+class memory_gate {
+public:
+  //! Bytes per semaphore permit.
+  static constexpr std::size_t unit = std::size_t{64} << 10;
+
+  //! A share of the budget, returned on destruction. Move-only.
+  class share {
+  public:
+    share() = default;
+    share(memory_gate* gate, std::ptrdiff_t units) noexcept : m_gate(gate), m_units(units) {}
+    share(share&& o) noexcept
+        : m_gate(std::exchange(o.m_gate, nullptr)), m_units(std::exchange(o.m_units, 0)) {}
+    share& operator=(share&& o) noexcept {
+      if (this != &o) {
+        release();
+        m_gate = std::exchange(o.m_gate, nullptr);
+        m_units = std::exchange(o.m_units, 0);
+      }
+      return *this;
+    }
+    share(const share&) = delete;
+    share& operator=(const share&) = delete;
+    ~share() { release(); }
+
+    //! Returns the share now (waiters resume inside this call, on this thread).
+    void release() noexcept {
+      if (m_gate != nullptr && m_units > 0) {
+        m_gate->m_permits.release(m_units);
+      }
+      m_gate = nullptr;
+      m_units = 0;
+    }
+
+  private:
+    memory_gate* m_gate = nullptr;
+    std::ptrdiff_t m_units = 0;
+  };
+
+  //! A gate of `budget_bytes` (at least one unit).
+  explicit memory_gate(std::size_t budget_bytes)
+      : m_total(static_cast<std::ptrdiff_t>(std::max<std::size_t>(1, budget_bytes / unit))),
+        m_permits(m_total) {}
+
+  //! `co_await gate.acquire(bytes)`: waits until `bytes` (capped at the whole budget, so
+  //! one image always fits) are free and takes them.
+  [[nodiscard]] task<share> acquire(std::size_t bytes) {
+    const auto units = std::min<std::ptrdiff_t>(
+        m_total, static_cast<std::ptrdiff_t>(std::max<std::size_t>(1, (bytes + unit - 1) / unit)));
+    auto lock = co_await m_mutex.scoped_lock();
+    for (std::ptrdiff_t i = 0; i < units; ++i) {
+      co_await m_permits.acquire();
+    }
+    co_return share{this, units};
+  }
+
+private:
+  std::ptrdiff_t m_total;
+  async_semaphore m_permits;
+  async_mutex m_mutex;
+};
+
+} // namespace cuawait::images

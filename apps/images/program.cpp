@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: Apache-2.0
+// Command line, backend choice, the run, and the summary.
+
+#include "program.hpp"
+
+#include "batch.hpp"
+#include "coro_mode.hpp"
+#include "output.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cuawait::images {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int /*sig*/) { g_stop.store(true, std::memory_order_relaxed); }
+
+struct options {
+  std::vector<std::string> inputs;
+  std::string output = "out/images";
+  int count = 40;
+  std::string size = "512";
+  std::uint64_t seed = 1;
+  int threads = 0;
+  std::string mode = "coro";
+  std::string backend = "auto";
+  bool no_write = false;
+  std::string trace;
+  std::string timeline;
+  std::string progress = "auto";
+  bool quiet = false;
+  std::size_t memory_budget_mib = 512;
+  std::uint64_t max_pixels = decode_limits{}.max_pixels;
+  std::uint64_t max_file_mib = decode_limits{}.max_file_bytes >> 20;
+};
+
+// "512" or "640x480".
+std::optional<std::pair<int, int>> parse_size(const std::string& s) {
+  int w = 0;
+  int h = 0;
+  char x = 0;
+  char extra = 0;
+  const int n = std::sscanf(s.c_str(), "%d%c%d%c", &w, &x, &h, &extra);
+  if (n == 1) {
+    h = w;
+  } else if (n != 3 || (x != 'x' && x != 'X')) {
+    return std::nullopt;
+  }
+  if (w <= 0 || h <= 0 || w > 16384 || h > 16384) {
+    return std::nullopt;
+  }
+  return std::pair{w, h};
+}
+
+void define_options(CLI::App& app, options& o) {
+  app.add_option("inputs", o.inputs,
+                 "Image files (PNG, PGM/PPM) or directories; none: a synthetic batch");
+  app.add_option("-o,--output", o.output, "Output directory")->capture_default_str();
+  app.add_option("--count", o.count, "Synthetic batch: number of images")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--size", o.size, "Synthetic batch: image size, N or WxH")->capture_default_str();
+  app.add_option("--seed", o.seed, "Synthetic batch: seed")->capture_default_str();
+  app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--mode", o.mode,
+                 "coro: one coroutine per image; sync: one image at a time; "
+                 "threads: T threads each running the sync loop")
+      ->check(CLI::IsMember({"coro", "sync", "threads"}))
+      ->capture_default_str();
+  app.add_option("--backend", o.backend, "auto: CUDA when a device is usable, else CPU")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_flag("--no-write", o.no_write, "Do not write edge images or features");
+  app.add_option("--trace", o.trace, "Write a Chrome/Perfetto trace (JSON) of every stage");
+  app.add_option("--timeline", o.timeline, "Write an SVG timeline of CPU threads and GPU streams");
+  app.add_option("--progress", o.progress, "auto (bar on a terminal), bar, lines, none")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", o.quiet, "Same as --progress=none (failures are still reported)");
+  app.add_option("--memory-budget", o.memory_budget_mib,
+                 "coro mode: MiB of image buffers in flight")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-pixels", o.max_pixels, "Refuse images with more pixels")
+      ->capture_default_str();
+  app.add_option("--max-file-size", o.max_file_mib, "Refuse files larger than this (MiB)")
+      ->capture_default_str();
+}
+
+progress_style style_of(const options& o) {
+  if (o.quiet || o.progress == "none") {
+    return progress_style::quiet;
+  }
+  if (o.progress == "bar") {
+    return progress_style::bar;
+  }
+  if (o.progress == "lines") {
+    return progress_style::lines;
+  }
+  return progress_reporter::detect(stderr);
+}
+
+// Picks the backend; nullopt after printing why the run cannot go on.
+std::optional<bool> choose_cuda(const std::string& backend, gpu_backend* gpu) {
+  if (backend == "cpu") {
+    return false;
+  }
+  const std::string reason = gpu == nullptr ? "this build of cuawait-images has no CUDA support"
+                                            : gpu->unavailable_reason();
+  if (reason.empty()) {
+    return true;
+  }
+  if (backend == "cuda") {
+    std::fprintf(stderr, "cuawait-images: --backend=cuda: %s\n", reason.c_str());
+    return std::nullopt;
+  }
+  std::fprintf(stderr, "cuawait-images: no usable GPU (%s); running on the CPU backend\n",
+               reason.c_str());
+  return false;
+}
+
+void write_features(const batch& b) {
+  std::string text;
+  for (const job_outcome& o : b.outcomes()) {
+    if (o.done && o.error.empty()) {
+      text += o.record;
+      text += '\n';
+    }
+  }
+  write_file_atomic(b.config().out_dir / features_file_name, text);
+}
+
+void print_summary(const batch& b, const options& o, bool cuda, const std::string& device,
+                   double start_us, double end_us) {
+  int ok = 0;
+  int failed = 0;
+  int skipped = 0;
+  for (const job_outcome& out : b.outcomes()) {
+    ok += out.done && out.error.empty() ? 1 : 0;
+    failed += out.done && !out.error.empty() ? 1 : 0;
+    skipped += out.done ? 0 : 1;
+  }
+  const double secs = (end_us - start_us) / 1e6;
+  std::printf("cuawait-images: %d images in %.2f s, %.1f images/s: %d ok, %d failed", ok + failed,
+              secs, secs > 0 ? (ok + failed) / secs : 0.0, ok, failed);
+  if (skipped > 0) {
+    std::printf(", %d not started (interrupted)", skipped);
+  }
+  std::printf("\n  mode %s, backend %s, %d CPU threads\n", o.mode.c_str(),
+              cuda ? ("cuda (" + device + ")").c_str() : "cpu", b.config().threads);
+  const utilisation u = b.log().measure(start_us, end_us);
+  if (cuda && u.wall_us > 0) {
+    std::printf("  GPU busy %.1f%% of wall time (GPU timestamps); CPU/GPU overlap %.1f%%; "
+                "CPU stages busy %.1f%%\n",
+                100.0 * u.gpu_busy_us / u.wall_us, 100.0 * u.overlap_us / u.wall_us,
+                100.0 * u.cpu_busy_us / u.wall_us);
+  } else if (u.wall_us > 0) {
+    std::printf("  GPU busy n/a (CPU backend); CPU stages busy %.1f%% of wall time (any thread)\n",
+                100.0 * u.cpu_busy_us / u.wall_us);
+  }
+  if (o.no_write) {
+    std::printf("  outputs not written (--no-write)\n");
+  } else {
+    std::printf("  outputs: %s/*%s, %s/%s\n", b.config().out_dir.string().c_str(), edge_suffix,
+                b.config().out_dir.string().c_str(), features_file_name);
+  }
+}
+
+} // namespace
+
+std::atomic<bool>& stop_flag() noexcept { return g_stop; }
+
+void install_stop_handlers() noexcept {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
+  CLI::App app{"cuawait-images: a concurrent batch image pipeline (blur, Sobel, histogram of "
+               "oriented gradients, edge images)",
+               "cuawait-images"};
+  options o;
+  define_options(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? exit_ok : exit_usage;
+  }
+  const auto size = parse_size(o.size);
+  if (!size) {
+    std::fprintf(stderr, "cuawait-images: --size: expected N or WxH (1..16384), got '%s'\n",
+                 o.size.c_str());
+    return exit_usage;
+  }
+  if (!o.inputs.empty() && (app.count("--count") > 0 || app.count("--size") > 0)) {
+    std::fprintf(stderr, "cuawait-images: --count and --size apply to the synthetic batch only\n");
+    return exit_usage;
+  }
+  const std::optional<bool> cuda = choose_cuda(o.backend, gpu);
+  if (!cuda) {
+    return exit_usage;
+  }
+  batch_config cfg;
+  cfg.threads = o.threads > 0 ? o.threads
+                              : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  cfg.write = !o.no_write;
+  cfg.out_dir = o.output;
+  cfg.seed = o.seed;
+  cfg.width = size->first;
+  cfg.height = size->second;
+  cfg.limits.max_pixels = o.max_pixels;
+  cfg.limits.max_file_bytes = o.max_file_mib << 20;
+
+  const std::vector<job> jobs = o.inputs.empty() ? synthetic_jobs(o.count) : collect_jobs(o.inputs);
+  if (jobs.empty()) {
+    std::fprintf(stderr, "cuawait-images: no images found in the inputs\n");
+    return exit_usage;
+  }
+  try {
+    check_outputs(cfg.out_dir, jobs);
+    if (cfg.write) {
+      std::filesystem::create_directories(cfg.out_dir);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
+    return exit_usage;
+  }
+
+  trace_log log;
+  progress_reporter progress(static_cast<int>(jobs.size()), style_of(o));
+  batch b(cfg, jobs, log, progress, g_stop);
+  const std::string device = *cuda ? gpu->device_name() : std::string();
+  const double start_us = log.now_us();
+  try {
+    const engine_factory make = [&]() -> std::unique_ptr<stage_engine> {
+      return *cuda ? gpu->make_engine(log) : make_cpu_engine(log);
+    };
+    const std::size_t budget = o.memory_budget_mib << 20;
+    if (o.mode == "sync") {
+      b.run_sync(make);
+    } else if (o.mode == "threads") {
+      b.run_threads(make);
+    } else if (*cuda) {
+      gpu->run_coro(b, budget);
+    } else {
+      run_coro_cpu(b, budget);
+    }
+  } catch (const std::exception& e) {
+    progress.finish();
+    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
+    return exit_usage;
+  }
+  const double end_us = log.now_us();
+  progress.finish();
+
+  int status = exit_ok;
+  try {
+    if (cfg.write) {
+      write_features(b);
+    }
+    std::vector<std::string> names;
+    for (const job& j : jobs) {
+      names.push_back(j.name);
+    }
+    if (!o.trace.empty()) {
+      write_file_atomic(o.trace, chrome_trace_json(log, names));
+    }
+    if (!o.timeline.empty()) {
+      write_file_atomic(o.timeline,
+                        timeline_svg(log, "cuawait-images --mode=" + o.mode +
+                                              " --backend=" + (*cuda ? "cuda" : "cpu")));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
+    status = exit_some_failed;
+  }
+  print_summary(b, o, *cuda, device, start_us, end_us);
+  std::fflush(stdout);
+  for (const job_outcome& out : b.outcomes()) {
+    if (out.done && !out.error.empty()) {
+      status = exit_some_failed;
+    }
+  }
+  return g_stop.load() ? exit_interrupted : status;
+}
+
+} // namespace cuawait::images

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! Progress reporting: a bar redrawn in place on a terminal, one plain line per image
+//! otherwise, and always one line per failed image naming the file and the reason.
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+namespace cuawait::images {
+
+//! How progress is shown.
+enum class progress_style : std::uint8_t { bar, lines, quiet };
+
+//! Thread-safe progress reporter writing to a FILE (stderr by default).
+class progress_reporter {
+public:
+  //! `total` images will be reported.
+  progress_reporter(int total, progress_style style, std::FILE* out = stderr);
+
+  //! Reports one image done. `error` empty means success; otherwise one line
+  //! "cuawait-images: NAME: ERROR" is printed whatever the style.
+  void image_done(const std::string& name, const std::string& error);
+
+  //! Prints a line above the bar (e.g. a warning), keeping the bar intact.
+  void message(const std::string& line);
+
+  //! Clears the bar; call before printing the summary.
+  void finish();
+
+  //! The style to use for `out`: a bar on a terminal, lines otherwise.
+  [[nodiscard]] static progress_style detect(std::FILE* out);
+
+private:
+  void draw_bar();
+  void clear_bar();
+
+  int m_total;
+  int m_done = 0;
+  int m_failed = 0;
+  progress_style m_style;
+  std::FILE* m_out;
+  std::chrono::steady_clock::time_point m_start;
+  std::mutex m_mutex;
+};
+
+} // namespace cuawait::images

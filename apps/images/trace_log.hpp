@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `trace_log`: the spans of every image's stages, on CPU-thread lanes and GPU-stream
+//! lanes, from which the summary computes GPU busy time and CPU/GPU overlap and the
+//! Chrome trace and SVG timeline are drawn.
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cuawait::images {
+
+//! Whether a lane is a CPU thread or a GPU stream.
+enum class lane_kind : std::uint8_t { cpu, gpu };
+
+//! One stage of one image on one lane, times in microseconds since the log was created.
+struct span_record {
+  int lane = 0;
+  int image = -1; //!< job index, -1 when the span belongs to no image
+  const char* name = "";
+  double start_us = 0;
+  double end_us = 0;
+};
+
+//! A lane of the timeline.
+struct lane_info {
+  lane_kind kind = lane_kind::cpu;
+  std::string name;
+};
+
+//! Time fractions of a run, from the recorded spans.
+struct utilisation {
+  double wall_us = 0;
+  double gpu_busy_us = 0; //!< union of all GPU spans
+  double cpu_busy_us = 0; //!< union of all CPU spans
+  double overlap_us = 0;  //!< time when some CPU stage and some GPU operation both ran
+  bool has_gpu = false;
+};
+
+//! A thread-safe log of spans. Recording costs one mutex acquisition per span; a run
+//! records a handful of spans per image.
+class trace_log {
+public:
+  using clock = std::chrono::steady_clock;
+
+  trace_log();
+
+  //! Microseconds from the log's origin to `t`.
+  [[nodiscard]] double to_us(clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - m_origin).count();
+  }
+  //! Microseconds from the origin to now.
+  [[nodiscard]] double now_us() const { return to_us(clock::now()); }
+
+  //! The lane of the calling thread, registered as "CPU thread N" on first use.
+  [[nodiscard]] int cpu_lane();
+  //! Registers a new GPU lane named `name` and returns its id.
+  [[nodiscard]] int add_gpu_lane(std::string name);
+
+  //! Records a span.
+  void record(int lane, int image, const char* name, double start_us, double end_us);
+
+  //! A copy of the lanes and spans recorded so far.
+  [[nodiscard]] std::vector<lane_info> lanes() const;
+  [[nodiscard]] std::vector<span_record> spans() const;
+
+  //! Busy and overlap times over the wall interval [start_us, end_us].
+  [[nodiscard]] utilisation measure(double start_us, double end_us) const;
+
+private:
+  std::uint64_t m_id;
+  clock::time_point m_origin;
+  mutable std::mutex m_mutex;
+  std::vector<lane_info> m_lanes;
+  std::vector<span_record> m_spans;
+};
+
+//! Records the span from construction to destruction on the calling thread's CPU lane.
+class scoped_span {
+public:
+  scoped_span(trace_log& log, int image, const char* name)
+      : m_log(log), m_image(image), m_name(name), m_start(log.now_us()) {}
+  scoped_span(const scoped_span&) = delete;
+  scoped_span& operator=(const scoped_span&) = delete;
+  ~scoped_span() { m_log.record(m_log.cpu_lane(), m_image, m_name, m_start, m_log.now_us()); }
+
+private:
+  trace_log& m_log;
+  int m_image;
+  const char* m_name;
+  double m_start;
+};
+
+//! Writes the spans as Chrome/Perfetto trace events (JSON object format).
+[[nodiscard]] std::string chrome_trace_json(const trace_log& log,
+                                            const std::vector<std::string>& image_names);
+
+//! Draws the lanes as an SVG timeline: one row per CPU thread and GPU stream.
+[[nodiscard]] std::string timeline_svg(const trace_log& log, const std::string& title);
+
+} // namespace cuawait::images
