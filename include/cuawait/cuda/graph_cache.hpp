@@ -140,7 +140,7 @@ private:
   }
 
   mutable std::mutex m_mutex;
-  detail::graph_cache_core<graph_exec> m_core;
+  ::cuawait::detail::graph_cache_core<graph_exec> m_core;
 };
 
 } // namespace cuawait::cuda

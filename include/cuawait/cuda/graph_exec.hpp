@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <source_location>
 #include <string>
 #include <utility>
 
@@ -93,10 +94,10 @@ private:
 //! An executable graph. Move-only; the destructor destroys it without waiting (CUDA keeps
 //! launched work alive until it completes) and never throws.
 //!
-//! Launching does not wait: `exec.launch(s)` enqueues the whole graph on `s`, and the
-//! coroutine awaits it like any other work on that stream (`co_await s`, from the CUDA
-//! layer's stream operations). One `graph_exec` may be launched again before the previous
-//! launch finished; CUDA orders launches of the same executable graph.
+//! Launching does not wait: `exec.launch(s)` enqueues the whole graph on `s` and returns
+//! the stream layer's `operation`, awaited like any other (`co_await exec.launch(s)`). One
+//! `graph_exec` may be launched again before the previous launch finished; CUDA orders launches of
+//! the same executable graph.
 class graph_exec {
 public:
   //! An empty handle; only assignment, destruction and `get()` are valid on it.
@@ -128,10 +129,15 @@ public:
   //! True when this holds an executable graph.
   explicit operator bool() const noexcept { return m_exec != nullptr; }
 
-  //! Enqueues the graph on `s`. Returns at once; await `s` for completion.
-  //! @throws cuda_error ("graph launch")
-  void launch(stream_ref s) const {
-    CUAWAIT_CUDA_CHECK("graph launch", cudaGraphLaunch(m_exec, s.get()));
+  //! Enqueues the graph on `s` and returns its awaitable, like any stream operation:
+  //! `co_await exec.launch(s)` resumes when the whole graph has finished (one completion
+  //! for all its nodes); discarding the result is fine (the graph still runs).
+  //! @throws cuda_error ("graph launch") when CUDA refuses the launch; `co_await` throws
+  //! `cuda_error` naming "graph launch" when the graph's work failed.
+  operation launch(stream_ref s,
+                   std::source_location where = std::source_location::current()) const {
+    check(cudaGraphLaunch(m_exec, s.get()), "graph launch", "cudaGraphLaunch", where);
+    return operation{s.get(), "graph launch", where};
   }
 
   //! Uploads the graph's work descriptors to the device ahead of the first launch, so that
@@ -156,9 +162,10 @@ public:
   //! Arguments are checked against the kernel's parameters like a launch.
   //! @throws cuda_error ("graph set kernel node")
   template <class... Params, class... Args>
-  requires detail::kernel_args_match<detail::type_list<Params...>, Args...>
+  requires ::cuawait::detail::graph_kernel_args_match<::cuawait::detail::graph_type_list<Params...>,
+                                                      Args...>
   void set_kernel(graph_node n, void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
-    detail::kernel_args<Params...> packed(static_cast<Args&&>(args)...);
+    ::cuawait::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
     const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
     CUAWAIT_CUDA_CHECK("graph set kernel node",
                        cudaGraphExecKernelNodeSetParams(m_exec, n.get(), &p));

@@ -12,14 +12,15 @@
 #include <source_location>
 #include <string>
 
-namespace cuawait::cuda::detail {
+namespace cuawait::detail {
 
 //! True when `s` is capturing into a graph (`cudaStreamIsCapturing`). A capture that was
 //! invalidated counts as capturing: the region is still open.
 //! @throws cuda_error ("stream capture query")
 [[nodiscard]] inline bool stream_is_capturing(cudaStream_t s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(s, &st), "stream capture query", "cudaStreamIsCapturing");
+  ::cuawait::cuda::check(cudaStreamIsCapturing(s, &st), "stream capture query",
+                         "cudaStreamIsCapturing");
   return st != cudaStreamCaptureStatusNone;
 }
 
@@ -34,9 +35,9 @@ inline void throw_if_capturing(cudaStream_t s, const char* operation,
     const std::string what = std::string("co_await ") + (operation ? operation : "operation") +
                              " inside a graph capture region (operations there are recorded, "
                              "not run: await the graph's launch after the region ends)";
-    throw cuda_error(cudaErrorStreamCaptureUnsupported, what.c_str(), "cudaStreamIsCapturing",
-                     where);
+    throw ::cuawait::cuda::cuda_error(cudaErrorStreamCaptureUnsupported, what.c_str(),
+                                      "cudaStreamIsCapturing", where);
   }
 }
 
-} // namespace cuawait::cuda::detail
+} // namespace cuawait::detail

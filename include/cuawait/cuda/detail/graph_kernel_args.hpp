@@ -13,16 +13,16 @@
 #include <type_traits>
 #include <utility>
 
-namespace cuawait::cuda::detail {
+namespace cuawait::detail {
 
 template <class... T>
-struct type_list {};
+struct graph_type_list {};
 
 template <class List, class... Args>
-inline constexpr bool kernel_args_match_v = false;
+inline constexpr bool graph_kernel_args_match_v = false;
 
 template <class... Params, class... Args>
-inline constexpr bool kernel_args_match_v<type_list<Params...>, Args...> = [] {
+inline constexpr bool graph_kernel_args_match_v<graph_type_list<Params...>, Args...> = [] {
   if constexpr (sizeof...(Params) != sizeof...(Args)) {
     return false;
   } else {
@@ -33,20 +33,20 @@ inline constexpr bool kernel_args_match_v<type_list<Params...>, Args...> = [] {
 //! True when `Args...` can be passed to a kernel taking `Params...` (same count, each
 //! convertible), so a wrong argument is a compile error, as with a launch.
 template <class List, class... Args>
-concept kernel_args_match = kernel_args_match_v<List, Args...>;
+concept graph_kernel_args_match = graph_kernel_args_match_v<List, Args...>;
 
 //! The converted arguments and the array of pointers to them. Not copyable or movable:
 //! the pointers point into the object itself. CUDA copies the values when a node is added
 //! or set, so the object may die right after that call.
 template <class... Params>
-class kernel_args {
+class graph_kernel_args {
 public:
   template <class... Args>
-  explicit kernel_args(Args&&... args) : m_values(static_cast<Args&&>(args)...) {
+  explicit graph_kernel_args(Args&&... args) : m_values(static_cast<Args&&>(args)...) {
     fill(std::index_sequence_for<Params...>{});
   }
-  kernel_args(const kernel_args&) = delete;
-  kernel_args& operator=(const kernel_args&) = delete;
+  graph_kernel_args(const graph_kernel_args&) = delete;
+  graph_kernel_args& operator=(const graph_kernel_args&) = delete;
 
   //! Node parameters for `kernel` (no dynamic shared memory).
   [[nodiscard]] cudaKernelNodeParams node_params(void (*kernel)(Params...), dim3 grid,
@@ -71,4 +71,4 @@ private:
   std::array<void*, sizeof...(Params)> m_pointers{};
 };
 
-} // namespace cuawait::cuda::detail
+} // namespace cuawait::detail
