@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: Apache-2.0
+// cuawait-bench-pipeline: the pipeline workload of WORKLOAD.md, run by the raw-CUDA
+// baselines and by cuawait, against the floor measured in the same run. See
+// docs/BENCHMARK.md.
+
+#include "cli.hpp"
+#include "kernels.hpp"
+#include "measure.hpp"
+#include "modes.hpp"
+#include "reference.hpp"
+#include "results.hpp"
+
+#include <cuawait/cuda/error.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cuawait::bench {
+namespace {
+
+constexpr int exit_failed = 1;
+constexpr int exit_timeout = 3;
+constexpr int exit_no_device = 4;
+
+//! Ends the process when one mode run exceeds its time: a hung mode must not hang the run
+//! (the lead's GPU script runs everything in one bounded call).
+class watchdog {
+public:
+  watchdog() : m_thread([this] { loop(); }) {}
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+  ~watchdog() {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    m_thread.join();
+  }
+
+  void arm(std::string label, double seconds) {
+    const std::lock_guard lock(m_mutex);
+    m_label = std::move(label);
+    m_seconds = seconds;
+    m_deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(seconds));
+    m_armed = true;
+    m_cv.notify_all();
+  }
+  void disarm() {
+    const std::lock_guard lock(m_mutex);
+    m_armed = false;
+  }
+
+private:
+  void loop() {
+    std::unique_lock lock(m_mutex);
+    while (!m_stop) {
+      if (!m_armed) {
+        m_cv.wait(lock);
+        continue;
+      }
+      if (m_cv.wait_until(lock, m_deadline) == std::cv_status::timeout && m_armed &&
+          std::chrono::steady_clock::now() >= m_deadline) {
+        std::fprintf(stderr,
+                     "cuawait-bench-pipeline: TIMEOUT: %s ran longer than %.0f s (--timeout); "
+                     "exiting with code %d\n",
+                     m_label.c_str(), m_seconds, exit_timeout);
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(exit_timeout);
+      }
+    }
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::string m_label;
+  double m_seconds = 0;
+  std::chrono::steady_clock::time_point m_deadline{};
+  bool m_armed = false;
+  bool m_stop = false;
+  std::thread m_thread;
+};
+
+//! Resident set size of this process, bytes.
+double rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  long long pages_total = 0, pages_resident = 0;
+  in >> pages_total >> pages_resident;
+  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+//! Samples RSS every few milliseconds while alive and keeps the peak.
+class rss_sampler {
+public:
+  rss_sampler() : m_peak(rss_bytes()), m_thread([this](std::stop_token st) { loop(st); }) {}
+  [[nodiscard]] double peak() {
+    m_thread.request_stop();
+    m_thread.join();
+    return std::max(m_peak.load(), rss_bytes());
+  }
+
+private:
+  void loop(const std::stop_token& st) {
+    while (!st.stop_requested()) {
+      const double r = rss_bytes();
+      if (r > m_peak.load()) {
+        m_peak = r;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  std::atomic<double> m_peak;
+  std::jthread m_thread;
+};
+
+std::vector<mode_description> describe(const std::vector<mode_entry>& modes) {
+  std::vector<mode_description> d;
+  for (const mode_entry& m : modes) {
+    d.push_back(m.desc);
+  }
+  return d;
+}
+
+//! The registered modes named by `names` (groups expanded), in order, without repeats.
+std::vector<const mode_entry*> select(const std::vector<mode_entry>& modes,
+                                      const std::vector<std::string>& names) {
+  std::vector<const mode_entry*> out;
+  auto add = [&](const mode_entry& m) {
+    if (std::find(out.begin(), out.end(), &m) == out.end()) {
+      out.push_back(&m);
+    }
+  };
+  for (const std::string& n : names) {
+    for (const mode_entry& m : modes) {
+      if (n == "all" || n == m.desc.name || (n == "baselines" && m.desc.family == "baseline") ||
+          (n == "cuawait" && m.desc.family == "cuawait")) {
+        add(m);
+      }
+    }
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct run_state {
+  const options& opts;
+  job_checker& checker;
+  host_work& work;
+  watchdog& dog;
+  int sms;
+  int pool_threads;
+  bool context_lost = false;
+};
+
+mode_run run_one(run_state& st, const mode_entry& m, int level) {
+  mode_run r;
+  r.mode = m.desc.name;
+  r.family = m.desc.family;
+  r.concurrency = level;
+  r.threads = m.threads_used != nullptr ? m.threads_used(level, st.pool_threads) : 1;
+  r.jobs = jobs_for_run(st.opts, level);
+  if (level > m.max_concurrency) {
+    r.skipped = "skipped: at most " + std::to_string(m.max_concurrency) + " in flight";
+    return r;
+  }
+  if (st.context_lost) {
+    r.error = "not run: the CUDA context was lost in an earlier run";
+    return r;
+  }
+  std::printf("[run] %s concurrency %d threads %d: %lld jobs...\n", r.mode.c_str(), level,
+              r.threads, static_cast<long long>(r.jobs));
+  std::fflush(stdout);
+  st.checker.reset();
+  mode_context ctx{st.work, r.jobs, level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
+                   st.sms};
+  timed_region timer;
+  const double rss_before = rss_bytes();
+  std::optional<rss_sampler> sampler;
+  if (st.opts.scaling) {
+    sampler.emplace();
+  }
+  st.dog.arm(r.mode + " at concurrency " + std::to_string(level), st.opts.timeout_s);
+  try {
+    m.run(ctx, timer);
+    if (!timer.valid()) {
+      r.error = "the mode did not time its work (bug in the mode)";
+    }
+  } catch (const cuda::cuda_error& e) {
+    r.error = e.what();
+    st.context_lost = st.context_lost || e.context_lost();
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  st.dog.disarm();
+  if (sampler) {
+    r.rss_delta_bytes = sampler->peak() - rss_before;
+  }
+  if (r.error.empty()) {
+    r.seconds = timer.seconds();
+    const job_checker::verdict v = st.checker.check(r.jobs);
+    r.jobs_checked = v.jobs_checked;
+    r.samples_checked = v.samples_checked;
+    r.jobs_not_once = v.jobs_not_once;
+    r.mismatches = v.mismatches;
+    if (!v.ok()) {
+      std::fprintf(stderr,
+                   "[run] %s concurrency %d: WRONG RESULTS: %lld mismatches, %lld jobs "
+                   "not completed exactly once; first problems:\n%s",
+                   r.mode.c_str(), level, static_cast<long long>(v.mismatches),
+                   static_cast<long long>(v.jobs_not_once), v.first_problems.c_str());
+    }
+  } else {
+    std::fprintf(stderr, "[run] %s concurrency %d: FAILED: %s\n", r.mode.c_str(), level,
+                 r.error.c_str());
+  }
+  std::printf("[run] %s concurrency %d: %.2f us/job, %s\n", r.mode.c_str(), level, r.us_per_job(),
+              r.ok() ? "check ok" : "FAILED");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  return r;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "cuawait-bench-pipeline: cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
+int run(int argc, char** argv) {
+  std::vector<mode_entry> registry;
+  register_baselines(registry);
+  register_cuawait_modes(registry);
+  parse_outcome parsed = parse_command_line(argc, argv, describe(registry), std::cout, std::cerr);
+  if (!parsed.opts) {
+    return parsed.exit_code;
+  }
+  const options& o = *parsed.opts;
+  if (const std::string why = gpu_unavailable_reason(o.device); !why.empty()) {
+    std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", why.c_str());
+    return exit_no_device;
+  }
+  run_header h;
+  h.date_utc = utc_now();
+  for (int i = 0; i < argc; ++i) {
+    h.command_line += (i ? " " : "") + std::string(argv[i]);
+  }
+  h.opts = o;
+  h.machine = query_machine(o.device);
+  h.pool_threads = o.threads > 0 ? o.threads : h.machine.host_cores;
+  const machine_info& m = h.machine;
+  std::printf("cuawait-bench-pipeline %s: %s (%d SMs, driver %d, runtime %d), %d host cores\n",
+              h.date_utc.c_str(), m.gpu_name.c_str(), m.sms, m.driver_version, m.runtime_version,
+              m.host_cores);
+  std::printf("workload %s: %lld jobs, %lld bytes, %d iters, cpu_us %g; pool threads %d%s%s\n",
+              o.preset_name.c_str(), static_cast<long long>(o.w.jobs),
+              static_cast<long long>(o.w.bytes), o.w.iters, o.w.cpu_us, h.pool_threads,
+              o.quick ? "; quick" : "", o.scaling ? "; scaling run" : "");
+  std::fflush(stdout);
+
+  watchdog dog;
+  dog.arm("warm-up and floor measurement", o.timeout_s);
+  warm_up(o.w, m.sms);
+  h.measured = measure_floor(o, m, stdout);
+  h.floor = compute_floor(o.w, h.measured);
+  dog.disarm();
+  std::printf("[floor] %.2f us per job, set by %s\n", h.floor.floor_us, h.floor.limit.c_str());
+
+  const auto selected = select(registry, o.modes);
+  std::int64_t max_jobs = o.w.jobs;
+  for (const int level : o.concurrency) {
+    max_jobs = std::max(max_jobs, jobs_for_run(o, level));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  job_checker checker(max_jobs, o.w.floats(), o.w.iters, o.samples);
+  std::printf("[check] reference results of %lld jobs x %d samples computed in %.2f s\n",
+              static_cast<long long>(max_jobs), o.samples,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fflush(stdout);
+  host_work work(o.w, o.samples, checker);
+  run_state st{o, checker, work, dog, m.sms, h.pool_threads};
+  std::vector<mode_run> runs;
+  for (const mode_entry* e : selected) {
+    const std::vector<int> levels = e->sequential ? std::vector<int>{1} : o.concurrency;
+    for (const int level : levels) {
+      runs.push_back(run_one(st, *e, level));
+    }
+  }
+
+  std::printf("\n%s", format_table(runs, h.floor, o.scaling).c_str());
+  bool ok = true;
+  for (const mode_run& r : runs) {
+    ok = ok && (r.ok() || !r.skipped.empty());
+  }
+  if (!o.json_path.empty()) {
+    ok = write_file(o.json_path, make_json(h, runs)) && ok;
+  }
+  if (!o.svg_path.empty()) {
+    const std::string title = "cuawait pipeline " + o.preset_name + " on " + m.gpu_name + " (" +
+                              std::to_string(o.w.bytes) + " B jobs)";
+    ok = write_file(o.svg_path, render_svg(make_plot(runs, h.floor, title))) && ok;
+  }
+  std::printf("%s\n", ok ? "all modes ran and checked" : "FAILED: see the lines above");
+  return ok ? 0 : exit_failed;
+}
+
+} // namespace
+} // namespace cuawait::bench
+
+int main(int argc, char** argv) {
+  try {
+    return cuawait::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", e.what());
+    return cuawait::bench::exit_failed;
+  }
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The mode registry: every way of running the pipeline (the raw-CUDA baselines and the
+//! cuawait modes) behind one signature, so that main runs, times and checks them alike.
+
+#include "host_work.hpp"
+#include "options.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cuawait::bench {
+
+//! The timed region of one mode run. A mode starts it once its setup (streams, buffers,
+//! threads) is done and stops it when the last job's post-processing finished, before
+//! tearing down.
+class timed_region {
+public:
+  using clock = std::chrono::steady_clock;
+  void start() noexcept { m_start = clock::now(); }
+  void stop() noexcept { m_stop = clock::now(); }
+  [[nodiscard]] double seconds() const noexcept {
+    return std::chrono::duration<double>(m_stop - m_start).count();
+  }
+  [[nodiscard]] bool valid() const noexcept { return m_stop > m_start; }
+
+private:
+  clock::time_point m_start{};
+  clock::time_point m_stop{};
+};
+
+//! What a mode run gets.
+struct mode_context {
+  //! The CPU steps of every job (pre, post) and the workload.
+  host_work& work;
+  //! Jobs of this run: job ids 0 .. jobs-1, each processed exactly once.
+  std::int64_t jobs = 0;
+  //! Pipelines in flight (threads, streams or coroutines, by mode).
+  int concurrency = 1;
+  //! Worker threads for the pool modes.
+  int pool_threads = 1;
+  //! Grid of kernels A and B for this workload.
+  int grid = 1;
+  //! The device's multiprocessors.
+  int sms = 1;
+};
+
+//! Runs the mode: process every job of `ctx` and time the work in `timer`. Throws on any
+//! failure (a `cuda_error`, a stall); the checker judges the results afterwards.
+using mode_fn = void (*)(mode_context& ctx, timed_region& timer);
+
+//! One registered mode.
+struct mode_entry {
+  mode_description desc;
+  mode_fn run = nullptr;
+  //! Sequential by definition (runs once, at concurrency 1, whatever the levels).
+  bool sequential = false;
+  //! Most pipelines in flight the mode can run (higher levels are skipped and say so).
+  int max_concurrency = 1 << 30;
+  //! Host threads the mode uses at `concurrency` with `pool_threads` workers.
+  int (*threads_used)(int concurrency, int pool_threads) = nullptr;
+};
+
+//! Appends the raw-CUDA baselines: sync_per_op, threads_per_op, handsm (baselines.cpp).
+void register_baselines(std::vector<mode_entry>& modes);
+
+//! Appends the cuawait modes (coro_modes.cu); appends nothing when they are not built.
+void register_cuawait_modes(std::vector<mode_entry>& modes);
+
+} // namespace cuawait::bench

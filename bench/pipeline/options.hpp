@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The parameters of one run of cuawait-bench-pipeline: the workload of WORKLOAD.md, the
+//! modes to run, the outputs; the named presets W1, W2, W3 and the validation that refuses
+//! a bad value with a message naming the option. CPU-only, so tests cover it.
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cuawait::bench {
+
+//! A mode as the help text lists it.
+struct mode_description {
+  std::string name;
+  //! "baseline" or "cuawait".
+  std::string family;
+  std::string description;
+};
+
+//! One pipeline workload: `jobs` independent jobs of `bytes` of floats each, kernels A and B
+//! looping `iters` times per element, and `cpu_us` of CPU pre- and post-processing each.
+struct workload {
+  std::int64_t jobs = 3000;
+  std::int64_t bytes = 262144;
+  int iters = 50;
+  double cpu_us = 0;
+
+  //! Floats per job.
+  [[nodiscard]] std::size_t floats() const noexcept { return static_cast<std::size_t>(bytes / 4); }
+};
+
+//! A named workload of WORKLOAD.md.
+struct preset {
+  std::string_view name;
+  std::string_view description;
+  workload w;
+};
+
+//! W1, W2 and W3 exactly as WORKLOAD.md defines them.
+inline constexpr std::array<preset, 3> presets{{
+    {"W1", "small", {3000, 262144, 50, 0}},
+    {"W2", "small + CPU", {3000, 262144, 50, 20}},
+    {"W3", "medium", {1000, 4194304, 200, 20}},
+}};
+
+//! The preset called `name` (case-insensitive), or nullptr.
+[[nodiscard]] inline const preset* find_preset(std::string_view name) noexcept {
+  for (const preset& p : presets) {
+    if (std::equal(p.name.begin(), p.name.end(), name.begin(), name.end(), [](char a, char b) {
+          return std::toupper(static_cast<unsigned char>(a)) ==
+                 std::toupper(static_cast<unsigned char>(b));
+        })) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+//! The concurrency levels of the scaling run (4 KiB jobs): 1 to 100,000 pipelines in flight.
+inline const std::vector<int> scaling_levels{1, 10, 100, 1000, 10000, 100000};
+
+//! Everything one run needs. Defaults are W1 at concurrency 8, 16 and 32.
+struct options {
+  workload w;
+  //! The preset the workload started from, or "custom" when no preset was named.
+  std::string preset_name = "W1";
+  //! Pipelines in flight (threads, streams or coroutines, by mode); each mode runs once per
+  //! level, except `sync_per_op`, which is sequential by definition.
+  std::vector<int> concurrency{8, 16, 32};
+  //! Worker threads for the modes that run on the pool; 0 means one per host core.
+  int threads = 0;
+  //! Mode names or groups ("all", "baselines", "cuawait"), in the order given.
+  std::vector<std::string> modes{"all"};
+  std::string json_path;
+  std::string svg_path;
+  //! Smoke run: at most `quick_jobs` jobs per mode, fewer floor repetitions.
+  bool quick = false;
+  //! The scaling run: 4 KiB jobs at 1 to 100,000 pipelines in flight, with host memory.
+  bool scaling = false;
+  //! Output elements compared with the CPU reference per job.
+  int samples = 16;
+  //! CUDA device ordinal.
+  int device = 0;
+  //! A mode run that takes longer than this is reported and the program exits (code 3).
+  double timeout_s = 300;
+  //! Size of each copy that measures the link's bandwidth (at least 64 MiB).
+  std::int64_t floor_copy_bytes = std::int64_t{64} << 20;
+};
+
+//! Jobs per mode run in a `--quick` run.
+inline constexpr std::int64_t quick_jobs = 256;
+
+//! Largest job size accepted (16 GiB), far above any device's memory per pipeline.
+inline constexpr std::int64_t max_bytes = std::int64_t{1} << 34;
+
+//! Refuses invalid options with `std::invalid_argument` whose message starts with the
+//! option's name, e.g. "--bytes: must be a positive multiple of 4 (got 6)". `known_modes`
+//! lists the mode names this build can run; groups are accepted besides them.
+inline void validate(const options& o, const std::vector<std::string>& known_modes) {
+  auto fail = [](std::string_view opt, const std::string& why) {
+    throw std::invalid_argument(std::string(opt) + ": " + why);
+  };
+  if (o.w.jobs < 1 || o.w.jobs > 1'000'000'000) {
+    fail("--jobs", "must be between 1 and 1e9 (got " + std::to_string(o.w.jobs) + ")");
+  }
+  if (o.w.bytes < 4 || o.w.bytes % 4 != 0 || o.w.bytes > max_bytes) {
+    fail("--bytes", "must be a positive multiple of 4 of at most 16 GiB (got " +
+                        std::to_string(o.w.bytes) + ")");
+  }
+  if (o.w.iters < 1 || o.w.iters > 10'000'000) {
+    fail("--iters", "must be between 1 and 1e7, so that results can be checked (got " +
+                        std::to_string(o.w.iters) + ")");
+  }
+  if (!std::isfinite(o.w.cpu_us) || o.w.cpu_us < 0 || o.w.cpu_us > 1e7) {
+    fail("--cpu-us",
+         "must be between 0 and 1e7 microseconds (got " + std::to_string(o.w.cpu_us) + ")");
+  }
+  if (o.concurrency.empty()) {
+    fail("--concurrency", "needs at least one level");
+  }
+  for (int c : o.concurrency) {
+    if (c < 1 || c > 1'000'000) {
+      fail("--concurrency", "each level must be between 1 and 1e6 (got " + std::to_string(c) + ")");
+    }
+  }
+  if (o.threads < 0 || o.threads > 4096) {
+    fail("--threads",
+         "must be between 0 (one per core) and 4096 (got " + std::to_string(o.threads) + ")");
+  }
+  if (o.samples < 2 || o.samples > 4096) {
+    fail("--samples", "must be between 2 and 4096 (got " + std::to_string(o.samples) + ")");
+  }
+  if (o.device < 0) {
+    fail("--device", "must be a device ordinal >= 0 (got " + std::to_string(o.device) + ")");
+  }
+  if (!std::isfinite(o.timeout_s) || o.timeout_s <= 0) {
+    fail("--timeout",
+         "must be a positive number of seconds (got " + std::to_string(o.timeout_s) + ")");
+  }
+  if (o.floor_copy_bytes < (std::int64_t{64} << 20) || o.floor_copy_bytes > max_bytes) {
+    fail("--floor-copy-bytes",
+         "must be between 64 MiB and 16 GiB (got " + std::to_string(o.floor_copy_bytes) + ")");
+  }
+  if (o.modes.empty()) {
+    fail("--modes", "needs at least one mode");
+  }
+  for (const std::string& m : o.modes) {
+    const bool group = m == "all" || m == "baselines" || m == "cuawait";
+    if (!group && std::find(known_modes.begin(), known_modes.end(), m) == known_modes.end()) {
+      std::string list;
+      for (const std::string& k : known_modes) {
+        list += (list.empty() ? "" : ", ") + k;
+      }
+      fail("--modes", "unknown mode '" + m + "' (known: all, baselines, cuawait, " + list + ")");
+    }
+  }
+}
+
+//! Sorted, duplicate-free copy of `levels`.
+[[nodiscard]] inline std::vector<int> sorted_levels(std::vector<int> levels) {
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  return levels;
+}
+
+//! Largest level of a `--quick --scaling` run.
+inline constexpr int quick_scaling_max_level = 10000;
+
+//! Applies `--quick`: at most `quick_jobs` jobs and, in a scaling run, levels up to
+//! `quick_scaling_max_level`. Sorts the levels. Call after `validate`.
+inline void finalize(options& o) {
+  o.concurrency = sorted_levels(o.concurrency);
+  if (o.quick) {
+    o.w.jobs = std::min(o.w.jobs, quick_jobs);
+    if (o.scaling) {
+      std::erase_if(o.concurrency, [](int c) { return c > quick_scaling_max_level; });
+      if (o.concurrency.empty()) {
+        o.concurrency.push_back(1);
+      }
+    }
+  }
+}
+
+//! Jobs in one mode run at `level` pipelines in flight: the workload's jobs, and in a
+//! scaling run at least twice the level, so that every pipeline carries work.
+[[nodiscard]] inline std::int64_t jobs_for_run(const options& o, int level) noexcept {
+  return o.scaling ? std::max<std::int64_t>(o.w.jobs, std::int64_t{2} * level) : o.w.jobs;
+}
+
+} // namespace cuawait::bench
