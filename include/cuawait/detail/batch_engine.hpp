@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The CUDA-free engine of batched submission. Coroutines hand it small jobs; one thread
+//! gathers them into batches, hands each batch to a backend in one submission, watches
+//! the submitted batches, and resumes every job's coroutine when its batch has finished.
+//!
+//! When a batch goes: as soon as it holds `max_batch` jobs (under load), or when its oldest
+//! job has waited `max_wait` (a job alone waits no longer than that for company), or at
+//! `flush()` / shutdown. The wait each job paid between arriving and being submitted is
+//! measured (`batch_stats`). The backend is the CUDA layer (cuda/batcher.hpp) or a fake in
+//! CPU tests:
+//!
+//!   struct backend {
+//!     using job_type = ...;
+//!     using ticket = ...;                            // movable; one per submitted batch
+//!     void thread_init();                            // on the engine thread, first
+//!     ticket submit(std::span<job_type* const> jobs);  // may throw: the batch fails
+//!     bool done(ticket& t);                          // finished? may throw: the batch fails
+//!   };
+
+#include "cuawait/detail/trampoline.hpp"
+#include "cuawait/executor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cuawait {
+
+//! How a batcher forms batches.
+struct batch_options {
+  //! A batch is submitted as soon as it holds this many jobs (>= 1).
+  std::size_t max_batch = 32;
+  //! The longest a job waits for company before its (partial) batch is submitted.
+  std::chrono::nanoseconds max_wait = std::chrono::microseconds(5);
+  //! Batches submitted and not finished at most; more wait (back-pressure) (>= 1).
+  std::size_t max_in_flight = 8;
+};
+
+//! What a batcher did. Waits are from a job's arrival to its batch's submission: the
+//! latency batching added.
+struct batch_stats {
+  std::uint64_t jobs = 0;           //!< jobs submitted
+  std::uint64_t batches = 0;        //!< submissions
+  std::uint64_t full_batches = 0;   //!< submitted because they reached `max_batch`
+  std::uint64_t timed_batches = 0;  //!< submitted because the oldest job waited `max_wait`
+  std::uint64_t forced_batches = 0; //!< submitted by `flush()` or shutdown
+  std::uint64_t lone_jobs = 0;      //!< batches of a single job
+  std::uint64_t failed_batches = 0; //!< batches whose submission or work failed
+  std::size_t largest_batch = 0;
+  std::uint64_t wait_ns_total = 0; //!< sum over jobs of the added latency
+  std::uint64_t wait_ns_max = 0;
+  std::uint64_t lone_wait_ns_total = 0; //!< sum over lone jobs of the added latency
+  std::uint64_t lone_wait_ns_max = 0;
+
+  //! Mean jobs per submission.
+  [[nodiscard]] double mean_batch() const noexcept {
+    return batches == 0 ? 0.0 : static_cast<double>(jobs) / static_cast<double>(batches);
+  }
+  //! Mean latency added by batching, in microseconds.
+  [[nodiscard]] double mean_wait_us() const noexcept {
+    return jobs == 0 ? 0.0 : static_cast<double>(wait_ns_total) / 1e3 / static_cast<double>(jobs);
+  }
+  //! Mean latency added to a job that went alone, in microseconds.
+  [[nodiscard]] double mean_lone_wait_us() const noexcept {
+    return lone_jobs == 0
+               ? 0.0
+               : static_cast<double>(lone_wait_ns_total) / 1e3 / static_cast<double>(lone_jobs);
+  }
+};
+
+} // namespace cuawait
+
+namespace cuawait::detail {
+
+//! One job waiting in a batcher: lives in the awaiter of the coroutine that submitted it.
+template <class Job>
+struct batch_item {
+  Job job;
+  batch_item* next = nullptr;
+  std::coroutine_handle<> waiter;
+  executor* ex = nullptr;
+  priority prio = priority::normal;
+  std::uint64_t arrived_ns = 0;
+  std::exception_ptr error;
+};
+
+template <class Backend>
+class batch_engine {
+public:
+  using job_type = typename Backend::job_type;
+  using item = batch_item<job_type>;
+
+  //! Starts the engine thread. `backend` must outlive the engine.
+  //! @throws std::invalid_argument for a zero `max_batch` or `max_in_flight`
+  batch_engine(Backend& backend, batch_options options)
+      : m_backend(&backend), m_options(validate(options)) {
+    m_thread = std::thread([this] { run(); });
+  }
+  batch_engine(const batch_engine&) = delete;
+  batch_engine& operator=(const batch_engine&) = delete;
+  //! Submits what is pending, waits for every batch to finish (their coroutines resume),
+  //! then stops the thread.
+  ~batch_engine() {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_stopping = true;
+    }
+    m_wake.notify_one();
+    m_thread.join();
+  }
+
+  //! Queues `it` (filled in by the caller). Thread-safe. `it` must stay alive until its
+  //! coroutine resumes.
+  void enqueue(item& it) {
+    it.arrived_ns = now_ns();
+    bool wake = false;
+    {
+      const std::lock_guard lock(m_mutex);
+      it.next = nullptr;
+      (m_tail != nullptr ? m_tail->next : m_head) = &it;
+      m_tail = &it;
+      ++m_pending;
+      wake = m_sleeping;
+    }
+    if (wake) {
+      m_wake.notify_one();
+    }
+  }
+
+  //! Submits the pending jobs now, without waiting for company (asynchronously: the engine
+  //! thread does it at once).
+  void flush() {
+    {
+      const std::lock_guard lock(m_mutex);
+      m_forced = true;
+    }
+    m_wake.notify_one();
+  }
+
+  //! A snapshot of the counters.
+  [[nodiscard]] batch_stats stats() const {
+    const std::lock_guard lock(m_mutex);
+    return m_stats;
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+  enum class why { none, full, timed, forced };
+  struct in_flight {
+    typename Backend::ticket ticket;
+    item* head;
+  };
+
+  static batch_options validate(batch_options o) {
+    if (o.max_batch == 0 || o.max_in_flight == 0) {
+      throw std::invalid_argument("cuawait: batch_options needs max_batch and max_in_flight >= 1");
+    }
+    return o;
+  }
+  static std::uint64_t now_ns() noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+            .count());
+  }
+
+  void run() {
+    m_backend->thread_init();
+    std::deque<in_flight> flying;
+    std::vector<job_type*> jobs;
+    std::uint64_t idle_since = now_ns();
+    for (;;) {
+      bool progress = false;
+      if (flying.size() < m_options.max_in_flight) {
+        if (item* head = take_due(jobs); head != nullptr) {
+          submit(head, jobs, flying);
+          progress = true;
+        }
+      }
+      progress = poll(flying) || progress;
+      if (progress) {
+        idle_since = now_ns();
+        continue;
+      }
+      if (!wait_for_work(flying.empty(), idle_since)) {
+        return;
+      }
+    }
+  }
+
+  //! Takes the due batch off the queue (its jobs into `jobs`), or nullptr.
+  item* take_due(std::vector<job_type*>& jobs) {
+    const std::lock_guard lock(m_mutex);
+    if (m_head == nullptr) {
+      m_forced = false;
+      return nullptr;
+    }
+    const std::uint64_t now = now_ns();
+    why reason = why::none;
+    if (m_pending >= m_options.max_batch) {
+      reason = why::full;
+    } else if (m_forced || m_stopping) {
+      reason = why::forced;
+    } else if (now - m_head->arrived_ns >= static_cast<std::uint64_t>(m_options.max_wait.count())) {
+      reason = why::timed;
+    }
+    if (reason == why::none) {
+      return nullptr;
+    }
+    item* head = m_head;
+    item* last = head;
+    jobs.clear();
+    jobs.push_back(&head->job);
+    record_wait(now - head->arrived_ns);
+    while (jobs.size() < m_options.max_batch && last->next != nullptr) {
+      last = last->next;
+      jobs.push_back(&last->job);
+      record_wait(now - last->arrived_ns);
+    }
+    m_head = last->next;
+    last->next = nullptr;
+    if (m_head == nullptr) {
+      m_tail = nullptr;
+      m_forced = false;
+    }
+    m_pending -= jobs.size();
+    count_batch(reason, jobs.size(), now - head->arrived_ns);
+    return head;
+  }
+
+  void record_wait(std::uint64_t ns) noexcept {
+    m_stats.wait_ns_total += ns;
+    m_stats.wait_ns_max = std::max(m_stats.wait_ns_max, ns);
+  }
+
+  void count_batch(why reason, std::size_t n, std::uint64_t first_wait) noexcept {
+    m_stats.jobs += n;
+    ++m_stats.batches;
+    m_stats.largest_batch = std::max(m_stats.largest_batch, n);
+    (reason == why::full    ? m_stats.full_batches
+     : reason == why::timed ? m_stats.timed_batches
+                            : m_stats.forced_batches)++;
+    if (n == 1) {
+      ++m_stats.lone_jobs;
+      m_stats.lone_wait_ns_total += first_wait;
+      m_stats.lone_wait_ns_max = std::max(m_stats.lone_wait_ns_max, first_wait);
+    }
+  }
+
+  void submit(item* head, const std::vector<job_type*>& jobs, std::deque<in_flight>& flying) {
+    try {
+      flying.push_back(in_flight{m_backend->submit(std::span<job_type* const>(jobs)), head});
+    } catch (...) {
+      fail(head, std::current_exception());
+    }
+  }
+
+  //! Resolves finished batches (in any order). True when one finished.
+  bool poll(std::deque<in_flight>& flying) {
+    bool any = false;
+    for (auto it = flying.begin(); it != flying.end();) {
+      bool finished = false;
+      std::exception_ptr error;
+      try {
+        finished = m_backend->done(it->ticket);
+      } catch (...) {
+        finished = true;
+        error = std::current_exception();
+      }
+      if (!finished) {
+        ++it;
+        continue;
+      }
+      item* head = it->head;
+      it = flying.erase(it);
+      if (error) {
+        fail(head, error);
+      } else {
+        resume_all(head);
+      }
+      any = true;
+    }
+    return any;
+  }
+
+  void fail(item* head, const std::exception_ptr& e) {
+    {
+      const std::lock_guard lock(m_mutex);
+      ++m_stats.failed_batches;
+    }
+    for (item* i = head; i != nullptr; i = i->next) {
+      i->error = e;
+    }
+    resume_all(head);
+  }
+
+  static void resume_all(item* head) noexcept {
+    while (head != nullptr) {
+      item* const next = head->next; // `head` dies once its coroutine runs
+      if (head->ex != nullptr) {
+        head->ex->post(head->waiter, head->prio);
+      } else {
+        resume(head->waiter);
+      }
+      head = next;
+    }
+  }
+
+  //! Waits a little for something to do. False when the engine should stop.
+  bool wait_for_work(bool nothing_in_flight, std::uint64_t idle_since) {
+    std::unique_lock lock(m_mutex);
+    if (m_head == nullptr && nothing_in_flight) {
+      if (m_stopping) {
+        return false;
+      }
+      m_sleeping = true;
+      m_wake.wait(lock, [this] { return m_head != nullptr || m_stopping; });
+      m_sleeping = false;
+      return true;
+    }
+    // Work is pending or in flight: spin (cheap latency) while things happen, then poll
+    // at a coarser period so a long GPU batch does not burn a core.
+    if (now_ns() - idle_since > spin_window_ns && m_head == nullptr) {
+      m_sleeping = true;
+      m_wake.wait_for(lock, std::chrono::microseconds(50));
+      m_sleeping = false;
+      return true;
+    }
+    lock.unlock();
+    std::this_thread::yield();
+    return true;
+  }
+
+  static constexpr std::uint64_t spin_window_ns = 2'000'000;
+
+  Backend* m_backend;
+  batch_options m_options;
+  mutable std::mutex m_mutex; // guards the queue, the flags and the stats
+  std::condition_variable m_wake;
+  item* m_head = nullptr;
+  item* m_tail = nullptr;
+  std::size_t m_pending = 0;
+  bool m_forced = false;
+  bool m_stopping = false;
+  bool m_sleeping = false;
+  batch_stats m_stats{};
+  std::thread m_thread; // last: started after everything above exists
+};
+
+//! `co_await` side of a batcher: queues its job on suspension, resumes when the job's batch
+//! has finished, on the executor the coroutine suspended on (or, from a thread no executor
+//! owns, on the engine thread). Yields the job back (moved), or rethrows the batch's error.
+//! The coroutine must not be destroyed while suspended here.
+template <class Backend>
+class batch_awaiter {
+public:
+  using job_type = typename Backend::job_type;
+
+  batch_awaiter(batch_engine<Backend>& engine,
+                job_type job) noexcept(std::is_nothrow_move_constructible_v<job_type>)
+      : m_engine(&engine), m_item{std::move(job)} {}
+  batch_awaiter(const batch_awaiter&) = delete;
+  batch_awaiter& operator=(const batch_awaiter&) = delete;
+
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    m_item.waiter = h;
+    m_item.ex = current_executor();
+    m_item.prio = current_priority();
+    m_engine->enqueue(m_item); // may resume `h` on another thread before this returns
+  }
+  job_type await_resume() {
+    if (m_item.error) {
+      std::rethrow_exception(m_item.error);
+    }
+    return std::move(m_item.job);
+  }
+
+private:
+  batch_engine<Backend>* m_engine;
+  batch_item<job_type> m_item;
+};
+
+} // namespace cuawait::detail

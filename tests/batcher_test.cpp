@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: Apache-2.0
+// The batching engine with a fake backend: how batches form (full, timed, forced), that each
+// coroutine resumes when its own batch is done and gets its own job back, errors, shutdown,
+// executor resumption, and a multi-threaded stress (also run under TSan).
+
+#include <cuawait/detail/batch_engine.hpp>
+#include <cuawait/executor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <deque>
+#include <exception>
+#include <latch>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using cuawait::batch_options;
+
+//! A GPU stand-in: records each batch, marks each job processed (+1000), and finishes a
+//! batch when the test says so (or at once with `auto_complete`).
+struct fake_backend {
+  using job_type = int;
+  struct ticket {
+    std::size_t id;
+  };
+
+  bool auto_complete = true;
+  bool fail_submit = false;
+  bool fail_done = false;
+
+  std::mutex mutex;
+  std::condition_variable submitted_cv;
+  std::vector<std::vector<int>> batches;
+  std::set<std::size_t> released;
+
+  void thread_init() {}
+  ticket submit(std::span<int* const> jobs) {
+    const std::lock_guard lock(mutex);
+    if (fail_submit) {
+      throw std::runtime_error("submit refused");
+    }
+    std::vector<int> b;
+    for (int* j : jobs) {
+      b.push_back(*j);
+      *j += 1000;
+    }
+    batches.push_back(std::move(b));
+    submitted_cv.notify_all();
+    return ticket{batches.size() - 1};
+  }
+  bool done(ticket& t) {
+    const std::lock_guard lock(mutex);
+    if (fail_done) {
+      throw std::runtime_error("batch failed on the device");
+    }
+    return auto_complete || released.contains(t.id);
+  }
+
+  void wait_for_batches(std::size_t n) {
+    std::unique_lock lock(mutex);
+    submitted_cv.wait(lock, [&] { return batches.size() >= n; });
+  }
+  void release(std::size_t id) {
+    const std::lock_guard lock(mutex);
+    released.insert(id);
+  }
+  std::vector<std::size_t> sizes() {
+    const std::lock_guard lock(mutex);
+    std::vector<std::size_t> s;
+    for (auto& b : batches) {
+      s.push_back(b.size());
+    }
+    return s;
+  }
+};
+
+using engine_t = cuawait::detail::batch_engine<fake_backend>;
+using awaiter_t = cuawait::detail::batch_awaiter<fake_backend>;
+
+//! Starts at once, runs to its end; the test synchronises through a latch.
+struct detached {
+  struct promise_type {
+    detached get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+};
+
+struct outcome {
+  std::atomic<int> value{-1};
+  std::atomic<bool> failed{false};
+};
+
+detached submit(engine_t& e, int job, outcome& out, std::latch& done) {
+  try {
+    out.value = co_await awaiter_t(e, job);
+  } catch (const std::runtime_error&) {
+    out.failed = true;
+  }
+  done.count_down();
+}
+
+TEST(Batcher, AFullBatchIsOneSubmissionAndEachJobGetsItsOwnResult) {
+  fake_backend b;
+  std::vector<outcome> out(8);
+  std::latch done(8);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    for (int i = 0; i < 8; ++i) {
+      submit(e, i, out[i], done);
+    }
+    done.wait();
+    const auto s = e.stats();
+    EXPECT_EQ(s.batches, 1u);
+    EXPECT_EQ(s.full_batches, 1u);
+    EXPECT_EQ(s.jobs, 8u);
+    EXPECT_EQ(s.largest_batch, 8u);
+    EXPECT_DOUBLE_EQ(s.mean_batch(), 8.0);
+  }
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+  }
+  EXPECT_EQ(b.sizes(), std::vector<std::size_t>{8});
+}
+
+TEST(Batcher, ALoneJobGoesAloneAfterMaxWaitAndItsWaitIsMeasured) {
+  fake_backend b;
+  outcome out;
+  std::latch done(1);
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 2ms});
+  submit(e, 7, out, done);
+  done.wait();
+  EXPECT_EQ(out.value, 1007);
+  const auto s = e.stats();
+  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.timed_batches, 1u);
+  EXPECT_EQ(s.lone_jobs, 1u);
+  // The engine submits a partial batch only once its oldest job waited max_wait.
+  EXPECT_GE(s.lone_wait_ns_max, 2'000'000u);
+  EXPECT_EQ(s.lone_wait_ns_total, s.lone_wait_ns_max);
+  EXPECT_GT(s.mean_lone_wait_us(), 0.0);
+}
+
+TEST(Batcher, BatchesNeverExceedMaxBatchAndFlushSendsTheRest) {
+  fake_backend b;
+  std::vector<outcome> out(20);
+  std::latch done(20);
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+  for (int i = 0; i < 20; ++i) {
+    submit(e, i, out[i], done);
+  }
+  b.wait_for_batches(2); // the two full batches went without a flush
+  e.flush();
+  done.wait();
+  EXPECT_EQ(b.sizes(), (std::vector<std::size_t>{8, 8, 4}));
+  const auto s = e.stats();
+  EXPECT_EQ(s.full_batches, 2u);
+  EXPECT_EQ(s.forced_batches, 1u);
+  // FIFO: batches hold jobs in arrival order.
+  EXPECT_EQ(b.batches[2], (std::vector<int>{16, 17, 18, 19}));
+}
+
+TEST(Batcher, EachCoroutineResumesWhenItsOwnBatchIsDone) {
+  fake_backend b;
+  b.auto_complete = false;
+  std::vector<outcome> first(4), second(4);
+  std::latch first_done(4), second_done(4);
+  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h});
+  for (int i = 0; i < 4; ++i) {
+    submit(e, i, first[i], first_done);
+  }
+  for (int i = 0; i < 4; ++i) {
+    submit(e, 10 + i, second[i], second_done);
+  }
+  b.wait_for_batches(2);
+  b.release(1); // only the second batch finished
+  second_done.wait();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(second[i].value, 1010 + i);
+    EXPECT_EQ(first[i].value, -1) << "a job of an unfinished batch resumed";
+  }
+  b.release(0);
+  first_done.wait();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(first[i].value, 1000 + i);
+  }
+}
+
+TEST(Batcher, AFailedSubmissionFailsEveryJobOfTheBatch) {
+  fake_backend b;
+  b.fail_submit = true;
+  std::vector<outcome> out(3);
+  std::latch done(3);
+  engine_t e(b, batch_options{.max_batch = 3, .max_wait = 1h});
+  for (int i = 0; i < 3; ++i) {
+    submit(e, i, out[i], done);
+  }
+  done.wait();
+  for (auto& o : out) {
+    EXPECT_TRUE(o.failed);
+  }
+  EXPECT_EQ(e.stats().failed_batches, 1u);
+}
+
+TEST(Batcher, AFailedBatchFailsEveryJobOfIt) {
+  fake_backend b;
+  b.fail_done = true;
+  std::vector<outcome> out(2);
+  std::latch done(2);
+  engine_t e(b, batch_options{.max_batch = 2, .max_wait = 1h});
+  submit(e, 1, out[0], done);
+  submit(e, 2, out[1], done);
+  done.wait();
+  EXPECT_TRUE(out[0].failed);
+  EXPECT_TRUE(out[1].failed);
+  EXPECT_EQ(e.stats().failed_batches, 1u);
+}
+
+TEST(Batcher, ShutdownSubmitsPendingJobsAndWaitsForThem) {
+  fake_backend b;
+  std::vector<outcome> out(3);
+  std::latch done(3);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    for (int i = 0; i < 3; ++i) {
+      submit(e, i, out[i], done);
+    }
+  } // the destructor flushes and waits
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+  }
+  EXPECT_TRUE(done.try_wait());
+}
+
+TEST(Batcher, InvalidOptionsAreRefused) {
+  fake_backend b;
+  EXPECT_THROW(engine_t(b, batch_options{.max_batch = 0}), std::invalid_argument);
+  EXPECT_THROW(engine_t(b, batch_options{.max_in_flight = 0}), std::invalid_argument);
+}
+
+//! Collects posted coroutines; the test resumes them on its own thread.
+class manual_executor final : public cuawait::executor {
+public:
+  void post(std::coroutine_handle<> h, cuawait::priority p) noexcept override {
+    const std::lock_guard lock(m_mutex);
+    m_posted.push_back(h);
+    m_last_priority = p;
+    m_cv.notify_all();
+  }
+  std::coroutine_handle<> wait_one() {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return !m_posted.empty(); });
+    auto h = m_posted.front();
+    m_posted.pop_front();
+    return h;
+  }
+  cuawait::priority last_priority() {
+    const std::lock_guard lock(m_mutex);
+    return m_last_priority;
+  }
+
+private:
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<std::coroutine_handle<>> m_posted;
+  cuawait::priority m_last_priority = cuawait::priority::normal;
+};
+
+TEST(Batcher, ResumesOnTheExecutorTheCoroutineSuspendedOn) {
+  fake_backend b;
+  manual_executor ex;
+  outcome out;
+  std::latch done(1);
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  {
+    const cuawait::executor_scope scope(&ex, cuawait::priority::high);
+    submit(e, 5, out, done);
+  }
+  const std::coroutine_handle<> h = ex.wait_one();
+  EXPECT_EQ(out.value, -1) << "resumed by the engine instead of its executor";
+  EXPECT_EQ(ex.last_priority(), cuawait::priority::high);
+  cuawait::detail::resume(h);
+  EXPECT_EQ(out.value, 1005);
+  EXPECT_TRUE(done.try_wait());
+}
+
+TEST(Batcher, StressManyThreadsSubmitting) {
+  constexpr int threads = 8;
+  constexpr int per_thread = 2000;
+  fake_backend b;
+  std::vector<outcome> out(threads * per_thread);
+  std::latch done(threads * per_thread);
+  engine_t e(b, batch_options{.max_batch = 16, .max_wait = 20us, .max_in_flight = 4});
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const int job = t * per_thread + i;
+        submit(e, job, out[job], done);
+      }
+    });
+  }
+  done.wait();
+  for (int j = 0; j < threads * per_thread; ++j) {
+    ASSERT_EQ(out[j].value, 1000 + j);
+  }
+  const auto s = e.stats();
+  EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(threads * per_thread));
+  EXPECT_LE(s.largest_batch, 16u);
+  EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+}
+
+} // namespace
