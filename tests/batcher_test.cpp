@@ -3,6 +3,7 @@
 // coroutine resumes when its own batch is done and gets its own job back, errors, shutdown,
 // executor resumption, and a multi-threaded stress (also run under TSan).
 
+#include <cuawait/detail/batch_coalesce.hpp>
 #include <cuawait/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <latch>
@@ -320,6 +322,72 @@ TEST(Batcher, StressManyThreadsSubmitting) {
   EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(threads * per_thread));
   EXPECT_LE(s.largest_batch, 16u);
   EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+}
+
+// --- merging adjacent copies -----------------------------------------------------------
+
+std::vector<cuawait::copy_span> spans_for(char* dst, const char* src, std::vector<int> slots,
+                                          std::size_t slot_bytes) {
+  std::vector<cuawait::copy_span> v;
+  for (int i : slots) {
+    v.push_back({dst + i * slot_bytes, src + i * slot_bytes, slot_bytes});
+  }
+  return v;
+}
+
+TEST(Coalesce, AdjacentSlotsInAnyOrderBecomeOneCopy) {
+  std::vector<char> host(64), dev(64);
+  auto v = spans_for(dev.data(), host.data(), {3, 1, 0, 2}, 16);
+  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 1u);
+  EXPECT_EQ(v[0].src, host.data());
+  EXPECT_EQ(v[0].dst, dev.data());
+  EXPECT_EQ(v[0].bytes, 64u);
+}
+
+TEST(Coalesce, GapsSplitRuns) {
+  std::vector<char> host(128), dev(128);
+  auto v = spans_for(dev.data(), host.data(), {0, 1, 3, 4, 5, 7}, 16);
+  ASSERT_EQ(cuawait::detail::coalesce_copies(v), 3u);
+  EXPECT_EQ(v[0].bytes, 32u);
+  EXPECT_EQ(v[1].src, host.data() + 48);
+  EXPECT_EQ(v[1].bytes, 48u);
+  EXPECT_EQ(v[2].src, host.data() + 112);
+  EXPECT_EQ(v[2].bytes, 16u);
+}
+
+TEST(Coalesce, SourcesAdjacentButDestinationsNotStaySeparate) {
+  std::vector<char> host(64), dev(128);
+  std::vector<cuawait::copy_span> v{{dev.data(), host.data(), 16},
+                                    {dev.data() + 32, host.data() + 16, 16}};
+  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 2u);
+}
+
+TEST(Coalesce, EveryByteGoesWhereItWouldHaveGone) {
+  // Simulate the copies on host memory: merged and unmerged give the same result.
+  std::vector<char> src(256), a(256, 0), b(256, 0);
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    src[i] = static_cast<char>(i * 7 + 1);
+  }
+  const std::vector<int> slots{5, 0, 1, 9, 2, 8, 15, 14};
+  auto plain = spans_for(a.data(), src.data(), slots, 16);
+  auto merged = spans_for(b.data(), src.data(), slots, 16);
+  cuawait::detail::coalesce_copies(merged);
+  EXPECT_LT(merged.size(), plain.size());
+  for (auto& c : plain) {
+    std::memcpy(c.dst, c.src, c.bytes);
+  }
+  for (auto& c : merged) {
+    std::memcpy(c.dst, c.src, c.bytes);
+  }
+  EXPECT_EQ(a, b);
+}
+
+TEST(Coalesce, EmptyAndSingle) {
+  std::vector<cuawait::copy_span> v;
+  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 0u);
+  char x[4], y[4];
+  v.push_back({x, y, 4});
+  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 1u);
 }
 
 } // namespace
