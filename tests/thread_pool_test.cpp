@@ -85,6 +85,38 @@ TEST(ThreadPool, ScheduleMovesOntoAWorkerWithExecutorScope) {
   EXPECT_EQ(ca::current_executor(), nullptr);
 }
 
+//! Completes on a foreign thread the way the GPU reactor does: captures the executor and
+//! priority at suspension and posts the coroutine back to them.
+struct foreign_completion {
+  std::thread* completer;
+  std::latch* assigned; // the thread posts only once `*completer` holds it
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const {
+    ca::executor* ex = ca::current_executor();
+    const priority p = ca::current_priority();
+    std::latch* ready = assigned;
+    *completer = std::thread([ex, p, h, ready] {
+      ready->wait();
+      ex->post(h, p);
+    });
+    assigned->count_down();
+  }
+  void await_resume() const noexcept {}
+};
+
+TEST(ThreadPool, CompletionFromAForeignThreadComesBackToThePool) {
+  ca::thread_pool pool(2);
+  std::thread completer;
+  std::latch assigned(1);
+  auto body = [&]() -> ca::task<bool> {
+    co_await pool.schedule(priority::low);
+    co_await foreign_completion{&completer, &assigned};
+    co_return pool.on_worker_thread() && ca::current_priority() == priority::low;
+  };
+  EXPECT_TRUE(ca::sync_wait(body()));
+  completer.join();
+}
+
 TEST(ThreadPool, IdleWorkersStealWorkQueuedBehindABlockedWorker) {
   constexpr int n = 64;
   ca::thread_pool pool(4);
