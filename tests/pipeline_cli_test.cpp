@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+// cuawait-bench-pipeline's command line: presets, overrides, validation naming the option.
+
+#include "../bench/pipeline/cli.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cuawait::bench;
+
+const std::vector<mode_description> test_modes{
+    {"sync_per_op", "baseline", "seed loop"},
+    {"threads_per_op", "baseline", "threads"},
+    {"coro_batched", "cuawait", "one await per job"},
+};
+
+struct parsed {
+  parse_outcome outcome;
+  std::string out;
+  std::string err;
+};
+
+parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cuawait-bench-pipeline");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) {
+    argv.push_back(a.c_str());
+  }
+  std::ostringstream out, err;
+  parsed p{
+      parse_command_line(static_cast<int>(argv.size()), argv.data(), test_modes, out, err), {}, {}};
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+TEST(PipelineCli, DefaultsAreW1AtEightSixteenThirtyTwo) {
+  const parsed p = parse({});
+  ASSERT_TRUE(p.outcome.opts.has_value());
+  const options& o = *p.outcome.opts;
+  EXPECT_EQ(o.preset_name, "W1");
+  EXPECT_EQ(o.w.jobs, 3000);
+  EXPECT_EQ(o.w.bytes, 262144);
+  EXPECT_EQ(o.w.iters, 50);
+  EXPECT_EQ(o.w.cpu_us, 0);
+  EXPECT_EQ(o.concurrency, (std::vector<int>{8, 16, 32}));
+  EXPECT_EQ(o.modes, (std::vector<std::string>{"all"}));
+}
+
+TEST(PipelineCli, PresetsMatchWorkloadMd) {
+  const parsed w2 = parse({"--preset", "W2"});
+  ASSERT_TRUE(w2.outcome.opts);
+  EXPECT_EQ(w2.outcome.opts->w.cpu_us, 20);
+  EXPECT_EQ(w2.outcome.opts->w.jobs, 3000);
+  const parsed w3 = parse({"--preset", "w3"});
+  ASSERT_TRUE(w3.outcome.opts);
+  EXPECT_EQ(w3.outcome.opts->preset_name, "W3");
+  EXPECT_EQ(w3.outcome.opts->w.jobs, 1000);
+  EXPECT_EQ(w3.outcome.opts->w.bytes, 4194304);
+  EXPECT_EQ(w3.outcome.opts->w.iters, 200);
+  EXPECT_EQ(w3.outcome.opts->w.cpu_us, 20);
+}
+
+TEST(PipelineCli, ExplicitValuesOverrideThePresetWhateverTheOrder) {
+  const parsed p = parse({"--jobs", "10", "--preset", "W3", "--cpu-us", "1.5"});
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_EQ(p.outcome.opts->w.jobs, 10);
+  EXPECT_EQ(p.outcome.opts->w.bytes, 4194304);
+  EXPECT_DOUBLE_EQ(p.outcome.opts->w.cpu_us, 1.5);
+  EXPECT_EQ(p.outcome.opts->preset_name, "W3+custom");
+  const parsed c = parse({"--bytes", "4096"});
+  ASSERT_TRUE(c.outcome.opts);
+  EXPECT_EQ(c.outcome.opts->preset_name, "custom");
+}
+
+TEST(PipelineCli, ListsAreCommaSeparatedAndLevelsSorted) {
+  const parsed p = parse({"--concurrency", "32,8,8,1", "--modes", "sync_per_op,cuawait"});
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_EQ(p.outcome.opts->concurrency, (std::vector<int>{1, 8, 32}));
+  EXPECT_EQ(p.outcome.opts->modes, (std::vector<std::string>{"sync_per_op", "cuawait"}));
+}
+
+void expect_refused(std::vector<std::string> args, const std::string& option) {
+  const parsed p = parse(std::move(args));
+  EXPECT_FALSE(p.outcome.opts.has_value());
+  EXPECT_EQ(p.outcome.exit_code, 2);
+  EXPECT_NE(p.err.find(option), std::string::npos)
+      << "message does not name " << option << ": " << p.err;
+}
+
+TEST(PipelineCli, BadValuesAreRefusedNamingTheOption) {
+  expect_refused({"--jobs", "0"}, "--jobs");
+  expect_refused({"--jobs", "-5"}, "--jobs");
+  expect_refused({"--bytes", "6"}, "--bytes");
+  expect_refused({"--bytes", "0"}, "--bytes");
+  expect_refused({"--bytes", "abc"}, "--bytes");
+  expect_refused({"--iters", "0"}, "--iters");
+  expect_refused({"--cpu-us", "-1"}, "--cpu-us");
+  expect_refused({"--cpu-us", "nan"}, "--cpu-us");
+  expect_refused({"--concurrency", "8,0"}, "--concurrency");
+  expect_refused({"--threads", "-1"}, "--threads");
+  expect_refused({"--samples", "1"}, "--samples");
+  expect_refused({"--timeout", "0"}, "--timeout");
+  expect_refused({"--floor-copy-bytes", "1048576"}, "--floor-copy-bytes");
+  expect_refused({"--modes", "sync_per_op,nope"}, "--modes");
+  expect_refused({"--preset", "W9"}, "--preset");
+  expect_refused({"--no-such-option"}, "--no-such-option");
+}
+
+TEST(PipelineCli, UnknownModeMessageListsTheKnownOnes) {
+  const parsed p = parse({"--modes", "nope"});
+  EXPECT_NE(p.err.find("coro_batched"), std::string::npos) << p.err;
+}
+
+TEST(PipelineCli, HelpExplainsEveryOptionAndModeAndExitsZero) {
+  const parsed p = parse({"--help"});
+  EXPECT_FALSE(p.outcome.opts.has_value());
+  EXPECT_EQ(p.outcome.exit_code, 0);
+  for (const char* s : {"--preset", "--jobs", "--bytes", "--iters", "--cpu-us", "--concurrency",
+                        "--threads", "--modes", "--json", "--svg", "--quick", "--scaling",
+                        "sync_per_op", "coro_batched", "W3"}) {
+    EXPECT_NE(p.out.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(PipelineCli, QuickCapsJobs) {
+  const parsed p = parse({"--preset", "W3", "--quick"});
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_EQ(p.outcome.opts->w.jobs, quick_jobs);
+  const parsed small = parse({"--jobs", "10", "--quick"});
+  ASSERT_TRUE(small.outcome.opts);
+  EXPECT_EQ(small.outcome.opts->w.jobs, 10);
+}
+
+TEST(PipelineCli, ScalingUsesFourKibJobsAndTheSixLevels) {
+  const parsed p = parse({"--scaling"});
+  ASSERT_TRUE(p.outcome.opts);
+  const options& o = *p.outcome.opts;
+  EXPECT_EQ(o.w.bytes, 4096);
+  EXPECT_EQ(o.concurrency, (std::vector<int>{1, 10, 100, 1000, 10000, 100000}));
+  EXPECT_EQ(jobs_for_run(o, 100000), 200000);
+  EXPECT_EQ(jobs_for_run(o, 10), o.w.jobs);
+  const parsed q = parse({"--scaling", "--quick"});
+  ASSERT_TRUE(q.outcome.opts);
+  EXPECT_EQ(q.outcome.opts->concurrency.back(), quick_scaling_max_level);
+}
+
+TEST(PipelineCli, OrdinaryRunsUseTheWorkloadsJobsAtEveryLevel) {
+  const parsed p = parse({"--concurrency", "1000"});
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_EQ(jobs_for_run(*p.outcome.opts, 1000), 3000);
+}
+
+} // namespace
