@@ -27,8 +27,8 @@ struct batch_config {
   bool write = true;
   std::filesystem::path out_dir;
   std::uint64_t seed = 1;
-  int width = 512; //!< of synthetic images
-  int height = 512;
+  int width = 1024; //!< of synthetic images
+  int height = 1024;
   decode_limits limits;
 };
 

@@ -27,8 +27,8 @@ extern "C" void on_stop_signal(int /*sig*/) { g_stop.store(true, std::memory_ord
 struct options {
   std::vector<std::string> inputs;
   std::string output = "out/images";
-  int count = 40;
-  std::string size = "512";
+  int count = 48;
+  std::string size = "1024";
   std::uint64_t seed = 1;
   int threads = 0;
   std::string mode = "coro";

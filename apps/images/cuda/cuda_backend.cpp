@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend: device probing, and the raw-CUDA engine of the sync and threads modes
+// (one stream per engine, cudaStreamSynchronize after every step, as the seed's loop does).
+
+#include "cuda_backend.hpp"
+
+#include "gpu_timeline.hpp"
+#include "kernels.cuh"
+#include "raw_buffers.hpp"
+
+#include <cuawait/cuda/error.hpp>
+#include <cuawait/cuda/stream.hpp>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace cuawait::images {
+
+// Defined in coro_cuda.cpp: the coroutine mode on the GPU.
+void run_coro_cuda(batch& b, std::size_t memory_budget);
+
+namespace gpu {
+namespace {
+
+class cuda_engine final : public stage_engine {
+public:
+  cuda_engine(trace_log& log, int lane) : m_timeline(log, m_stream.get()), m_lane(lane) {}
+
+  std::span<float> input(std::size_t pixels) override {
+    return {static_cast<float*>(m_host_in.reserve(pixels * sizeof(float))), pixels};
+  }
+
+  image_result process(int w, int h, int image) override {
+    const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
+    reserve(n);
+    const cudaStream_t s = m_stream.get();
+    step(image, "H2D", [&] {
+      CUAWAIT_CUDA_CHECK("copy H2D", cudaMemcpyAsync(m_in.as<float>(), m_host_in.as<float>(),
+                                                     n * sizeof(float), cudaMemcpyHostToDevice, s));
+    });
+    step(image, "blur",
+         [&] { launch_blur(m_in.as<float>(), m_tmp.as<float>(), m_blurred.as<float>(), w, h, s); });
+    step(image, "sobel+hog", [&] {
+      launch_sobel_hog(m_blurred.as<float>(), w, h, m_edges.as<std::uint8_t>(), m_hist.as<double>(),
+                       s);
+    });
+    step(image, "D2H", [&] {
+      CUAWAIT_CUDA_CHECK("copy D2H",
+                         cudaMemcpyAsync(m_host_edges.as<std::uint8_t>(),
+                                         m_edges.as<std::uint8_t>(), n, cudaMemcpyDeviceToHost, s));
+      CUAWAIT_CUDA_CHECK("copy D2H", cudaMemcpyAsync(m_host_hist.as<double>(), m_hist.as<double>(),
+                                                     sizeof(double) * feature_count,
+                                                     cudaMemcpyDeviceToHost, s));
+    });
+    image_result r{w, h, std::vector<std::uint8_t>(n), {}};
+    std::memcpy(r.edges.data(), m_host_edges.as<std::uint8_t>(), n);
+    std::array<double, feature_count> hist{};
+    std::memcpy(hist.data(), m_host_hist.as<double>(), sizeof hist);
+    r.features = to_features(hist);
+    return r;
+  }
+
+private:
+  // Enqueues one step between timing events, waits for it, and records its GPU span.
+  template <class F>
+  void step(int image, const char* name, F&& enqueue) {
+    const cudaStream_t s = m_stream.get();
+    CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.start(), s));
+    enqueue();
+    CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.end(), s));
+    m_stream.sync();
+    m_timeline.record(m_lane, image, name, m_events.start(), m_events.end());
+  }
+
+  void reserve(std::size_t n) {
+    m_in.reserve(n * sizeof(float));
+    m_tmp.reserve(n * sizeof(float));
+    m_blurred.reserve(n * sizeof(float));
+    m_edges.reserve(n);
+    m_hist.reserve(sizeof(double) * feature_count);
+    m_host_edges.reserve(n);
+    m_host_hist.reserve(sizeof(double) * feature_count);
+  }
+
+  cuawait::cuda::stream m_stream;
+  gpu_timeline m_timeline;
+  int m_lane;
+  event_pair m_events;
+  raw_buffer m_in{false}, m_tmp{false}, m_blurred{false}, m_edges{false}, m_hist{false};
+  raw_buffer m_host_in{true}, m_host_edges{true}, m_host_hist{true};
+};
+
+class cuda_backend final : public gpu_backend {
+public:
+  std::string unavailable_reason() override {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("no CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    }
+    if (count == 0) {
+      return "no CUDA device: cudaGetDeviceCount found 0 devices";
+    }
+    return {};
+  }
+
+  std::string device_name() override {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "device 0";
+    }
+    return std::string(p.name) + ", " + std::to_string(p.multiProcessorCount) + " SMs";
+  }
+
+  std::unique_ptr<stage_engine> make_engine(trace_log& log) override {
+    int lane = 0;
+    {
+      const std::lock_guard lock(m_mutex);
+      lane = log.add_gpu_lane("GPU stream " + std::to_string(m_streams++));
+    }
+    return std::make_unique<cuda_engine>(log, lane);
+  }
+
+  void run_coro(batch& b, std::size_t memory_budget) override { run_coro_cuda(b, memory_budget); }
+
+private:
+  std::mutex m_mutex;
+  int m_streams = 0;
+};
+
+} // namespace
+} // namespace gpu
+
+std::unique_ptr<gpu_backend> make_cuda_backend() { return std::make_unique<gpu::cuda_backend>(); }
+
+} // namespace cuawait::images

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! The pipeline's CUDA kernels (raw CUDA, no cuawait): blur, then Sobel gradients with the
+//! histogram of oriented gradients and the edge image. They compute exactly what
+//! stages.hpp computes on the CPU (same per-pixel functions from pixel_math.hpp, built with
+//! --fmad=false); only the histogram's double sums may differ in their last bits, by the
+//! order of the atomic additions.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace cuawait::images::gpu {
+
+//! Enqueues the 5x5 binomial blur of `in` (w x h floats, device) into `out` on `s`, using
+//! `tmp` (w x h floats, device) for the horizontal pass. Two kernel launches.
+//! @throws cuawait::cuda::cuda_error when a launch fails
+void launch_blur(const float* in, float* tmp, float* out, int w, int h, cudaStream_t s);
+
+//! Enqueues gradients, edge bytes and histogram of `blurred` (device) on `s`: clears
+//! `hist` (feature_count doubles, device), then one kernel writes `edges` (w * h bytes,
+//! device) and adds to `hist`.
+//! @throws cuawait::cuda::cuda_error when a launch fails
+void launch_sobel_hog(const float* blurred, int w, int h, std::uint8_t* edges, double* hist,
+                      cudaStream_t s);
+
+} // namespace cuawait::images::gpu
