@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `batcher<Job>`: many coroutines submit small jobs of the same shape; one submission
+//! carries many of them, and each coroutine resumes when its own job's batch is done.
+//!
+//! @code
+//! struct job { float* host; float* dev; std::size_t n; };
+//! cuda::batcher<job> batch([](std::span<job* const> jobs, cuda::stream_ref s) {
+//!   std::vector<copy_span> in, out;
+//!   for (job* j : jobs) {
+//!     in.push_back({j->dev, j->host, j->n * sizeof(float)});
+//!     out.push_back({j->host, j->dev, j->n * sizeof(float)});
+//!   }
+//!   cuda::copy_merged(s, in);        // adjacent arena slots: one transfer per run
+//!   for (const copy_span& r : in) {  // after merging, `in` holds the runs
+//!     launch_elementwise(static_cast<float*>(r.dst), r.bytes / sizeof(float), s);
+//!   }
+//!   cuda::copy_merged(s, out);
+//! });
+//! task<void> pipeline(job j) {
+//!   pre(j);
+//!   j = co_await batch.submit(j);     // suspends; resumes when its batch finished
+//!   post(j);
+//! }
+//! @endcode
+//!
+//! How batches form (see detail/batch_engine.hpp): a batch goes when it holds `max_batch`
+//! jobs, or when its oldest job waited `max_wait` (default 5 µs: a job alone waits no
+//! longer for company), or at `flush()`. `stats()` reports the batches and the latency
+//! batching added (overall and for jobs that went alone).
+//!
+//! Threads: one engine thread per batcher calls the enqueue function (so it runs on that
+//! thread, serialised: no locking needed in it), polls the batches' completion events, and
+//! hands each coroutine back to the executor it suspended on (a coroutine awaiting from a
+//! plain thread resumes on the engine thread). The engine thread spins while batches are
+//! pending or in flight, and sleeps when idle.
+
+#include "cuawait/cuda/error.hpp"
+#include "cuawait/cuda/event_pool.hpp"
+#include "cuawait/cuda/stream.hpp"
+#include "cuawait/detail/batch_coalesce.hpp"
+#include "cuawait/detail/batch_engine.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace cuawait::cuda {
+
+//! Enqueues `copies` on `s` with one `cudaMemcpyAsync` per run of adjacent copies (sources
+//! and destinations both contiguous, as with slots of an `arena_pair`). On return `copies`
+//! holds the merged runs (sorted by source), e.g. to launch one kernel per run. Returns the
+//! number of transfers enqueued. Buffers not from an arena still work: they are copied one
+//! by one.
+//! @throws cuda_error ("merged copy")
+inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
+  ::cuawait::detail::coalesce_copies(copies);
+  for (const copy_span& c : copies) {
+    check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()), "merged copy",
+          "cudaMemcpyAsync");
+  }
+  return copies.size();
+}
+
+//! Batched submission of jobs of type `Job` (copied or moved into the batcher while in
+//! flight and handed back by `co_await submit(job)`).
+//!
+//! Lifetime: destroy the batcher only after every coroutine that submitted to it has
+//! resumed; the destructor submits what is pending and waits for batches in flight.
+template <class Job>
+class batcher {
+  class backend;
+
+public:
+  //! Enqueues the GPU work of one batch on `s`, without waiting. Runs on the engine thread.
+  using enqueue_fn = std::function<void(std::span<Job* const> jobs, stream_ref s)>;
+
+  //! A batcher on the current device with `streams` streams used in turn (so one batch's
+  //! device-to-host copies overlap the next one's host-to-device copies).
+  //! @throws cuda_error creating streams; std::invalid_argument for bad options or 0 streams.
+  explicit batcher(enqueue_fn enqueue, batch_options options = {}, std::size_t streams = 4)
+      : m_backend(std::move(enqueue), streams), m_engine(m_backend, options) {}
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+
+  //! `co_await submit(job)`: queues `job`, suspends, resumes once its batch finished on
+  //! the GPU, and yields the job back.
+  //! @throws cuda_error (from `co_await`) naming "batch" when the batch's enqueue function
+  //! threw or its work failed; every job of that batch gets the error.
+  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job) {
+    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job));
+  }
+
+  //! Submits what is pending now, without waiting for company.
+  void flush() { m_engine.flush(); }
+
+  //! Batches formed, jobs, and the latency batching added.
+  [[nodiscard]] batch_stats stats() const { return m_engine.stats(); }
+
+private:
+  class backend {
+  public:
+    using job_type = Job;
+    using ticket = cudaEvent_t;
+
+    backend(enqueue_fn enqueue, std::size_t streams) : m_enqueue(std::move(enqueue)) {
+      if (streams == 0) {
+        throw std::invalid_argument("cuawait::cuda::batcher needs at least one stream");
+      }
+      if (!m_enqueue) {
+        throw std::invalid_argument("cuawait::cuda::batcher needs an enqueue function");
+      }
+      check(cudaGetDevice(&m_device), "batcher", "cudaGetDevice");
+      m_streams.reserve(streams);
+      for (std::size_t i = 0; i < streams; ++i) {
+        m_streams.emplace_back();
+      }
+    }
+
+    void thread_init() { check_noexcept(cudaSetDevice(m_device), "batcher", "cudaSetDevice"); }
+
+    ticket submit(std::span<Job* const> jobs) {
+      const stream_ref s = m_streams[m_next++ % m_streams.size()];
+      try {
+        m_enqueue(jobs, s);
+      } catch (...) {
+        // Part of the batch may be enqueued: let it finish before the jobs' owners resume
+        // and reuse their buffers.
+        (void)try_check(cudaStreamSynchronize(s.get()));
+        throw;
+      }
+      const cudaEvent_t e = m_events.acquire();
+      const cudaError_t rec = cudaEventRecord(e, s.get());
+      if (rec != cudaSuccess) {
+        m_events.release(e);
+        (void)try_check(cudaStreamSynchronize(s.get()));
+        check(rec, "batch", "cudaEventRecord");
+      }
+      return e;
+    }
+
+    bool done(ticket& e) {
+      const cudaError_t q = cudaEventQuery(e);
+      if (q == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      m_events.release(e);
+      check(q, "batch", "cudaEventQuery");
+      return true;
+    }
+
+  private:
+    enqueue_fn m_enqueue;
+    int m_device = 0;
+    std::vector<stream> m_streams;
+    std::size_t m_next = 0;
+    event_pool m_events;
+  };
+
+  backend m_backend;                                 // before the engine: outlives its thread
+  ::cuawait::detail::batch_engine<backend> m_engine; // last: its thread uses the above
+};
+
+} // namespace cuawait::cuda
