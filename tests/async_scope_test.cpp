@@ -2,6 +2,7 @@
 #include <cuawait/async_scope.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
 
 #include "common/counted.hpp"
 
@@ -306,6 +307,31 @@ TEST(AsyncScopeStress, RepeatedSpawnJoinRoundsWithFailuresOnPoolThreads) {
     EXPECT_THROW(ca::sync_wait(scope.join()), std::runtime_error);
     ASSERT_EQ(finished.load(), 4 * (round + 1));
   }
+}
+
+// Spawning from the project's pool workers themselves (nested spawns) while joined.
+TEST(AsyncScopeStress, NestedSpawnsOnTheProjectThreadPool) {
+  ca::thread_pool pool{4};
+  ca::async_scope scope;
+  std::atomic<int> finished{0};
+  struct leaf {
+    static ca::task<void> run(ca::thread_pool& p, std::atomic<int>& n) {
+      co_await p.schedule();
+      ++n;
+    }
+  };
+  auto parent = [](ca::thread_pool& p, ca::async_scope& s, std::atomic<int>& n) -> ca::task<void> {
+    co_await p.schedule();
+    for (int i = 0; i < 10; ++i) {
+      s.spawn(leaf::run(p, n));
+    }
+    ++n;
+  };
+  for (int i = 0; i < 2000; ++i) {
+    scope.spawn(parent(pool, scope, finished));
+  }
+  ca::sync_wait(scope.join());
+  EXPECT_EQ(finished.load(), 2000 * 11);
 }
 
 } // namespace

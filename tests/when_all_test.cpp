@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
 #include <cuawait/when_all.hpp>
 
 #include "common/counted.hpp"
@@ -348,6 +349,24 @@ TEST(WhenAllStress, HundredThousandTasksCompletingOnAPool) {
   tasks.reserve(n);
   for (int i = 0; i < n; ++i) {
     tasks.push_back([](test_pool& p, int i) -> ca::task<int> {
+      co_await p.schedule();
+      co_return i;
+    }(pool, i));
+  }
+  const auto results = ca::sync_wait(ca::when_all(std::move(tasks)));
+  ASSERT_EQ(results.size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(results[static_cast<std::size_t>(i)], i);
+  }
+}
+
+// The same with the project's work-stealing pool (not the test-local one).
+TEST(WhenAllStress, TenThousandTasksOnTheProjectThreadPool) {
+  constexpr int n = 10'000;
+  ca::thread_pool pool{4};
+  std::vector<ca::task<int>> tasks;
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back([](ca::thread_pool& p, int i) -> ca::task<int> {
       co_await p.schedule();
       co_return i;
     }(pool, i));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
 #include <cuawait/when_any.hpp>
 
 #include "common/counted.hpp"
@@ -312,6 +313,32 @@ TEST(WhenAnyStress, WinnersRacingStopRequestsOfTheAwaitingCoroutine) {
     stopper.join();
     ASSERT_LT(index, 3U);
     ASSERT_EQ(finished.load(), 2) << "round " << round;
+  }
+}
+
+// Racers and stop-aware losers on the project's work-stealing pool.
+TEST(WhenAnyStress, RacesOnTheProjectThreadPool) {
+  ca::thread_pool pool{4};
+  for (int round = 0; round < 1000; ++round) {
+    std::atomic<int> stopped{0};
+    auto racer = [](ca::thread_pool& p, int i) -> ca::task<int> {
+      co_await p.schedule();
+      co_return i;
+    };
+    auto loser = [](ca::thread_pool& p, std::atomic<int>& n) -> ca::task<int> {
+      const std::stop_token token = co_await ca::get_stop_token();
+      while (!token.stop_requested()) {
+        co_await p.schedule();
+      }
+      ++n;
+      co_return -1;
+    };
+    const auto r =
+        ca::sync_wait(ca::when_any(racer(pool, 0), loser(pool, stopped), racer(pool, 2)));
+    ASSERT_TRUE(r.index == 0 || r.index == 2) << "round " << round;
+    ASSERT_EQ(r.value.index(), r.index); // duplicate alternatives: picked by index
+    ASSERT_EQ(std::visit([](int v) { return v; }, r.value), static_cast<int>(r.index));
+    ASSERT_EQ(stopped.load(), 1) << "round " << round;
   }
 }
 
