@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+// cuawait-bench-reactor [--quick] [--strategy NAME]
+// Launch -> coroutine resumed, per strategy, against raw cudaEventQuery spinning and
+// cudaStreamSynchronize; long kernels; reactor CPU per completion with 10,000 waits over
+// 100 streams; co_await of finished work; idle CPU with 1,000 waiters on a 1 s kernel.
+
+#include <cuawait/cuda.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cu = cuawait::cuda;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+__global__ void empty_kernel() {}
+__global__ void sleep_kernel(long long ns) {
+  const long long start = clock64();
+  // ~1.98 GHz on H200; good enough for "about this long".
+  while (clock64() - start < ns * 2) {
+  }
+}
+__global__ void gate_kernel(const volatile int* release) {
+  const long long start = clock64();
+  while (*release == 0 && clock64() - start < 20'000'000'000LL) {
+  }
+}
+
+double us(clk::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<std::size_t>(q * (v.size() - 1))];
+}
+double cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+}
+double thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+//! Eager fire-and-forget coroutine.
+struct detached {
+  struct promise_type {
+    detached get_return_object() { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() { std::terminate(); }
+  };
+};
+
+void raw_baselines(int iters) {
+  cu::stream s;
+  cu::event e;
+  std::vector<double> spin, sync;
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = clk::now();
+    empty_kernel<<<1, 1, 0, s.get()>>>();
+    (void)cudaEventRecord(e.get(), s.get());
+    while (cudaEventQuery(e.get()) == cudaErrorNotReady) {
+    }
+    spin.push_back(us(clk::now() - t0));
+    t0 = clk::now();
+    empty_kernel<<<1, 1, 0, s.get()>>>();
+    (void)cudaStreamSynchronize(s.get());
+    sync.push_back(us(clk::now() - t0));
+  }
+  std::printf("raw  empty kernel, spin cudaEventQuery: median %.2f us p90 %.2f us\n", median(spin),
+              pct(spin, 0.9));
+  std::printf("raw  empty kernel, cudaStreamSynchronize: median %.2f us p90 %.2f us\n",
+              median(sync), pct(sync, 0.9));
+}
+
+void latency(cu::strategy st, int iters, bool quick) {
+  cu::gpu_reactor r(st);
+  cu::gpu_reactor* prev = cu::install_reactor(&r);
+  cu::stream s;
+  std::vector<double> lat;
+  cuawait::sync_wait([&]() -> cuawait::task<void> {
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = clk::now();
+      co_await s.launch(empty_kernel, dim3(1), dim3(1));
+      lat.push_back(us(clk::now() - t0));
+    }
+  }());
+  std::printf("%-13s empty kernel launch->resume: median %.2f us p90 %.2f us\n", cu::to_string(st),
+              median(lat), pct(lat, 0.9));
+  // Long kernels: resumption vs a raw cudaStreamSynchronize of the same kernel.
+  for (const long long ns : {100'000LL, 1'000'000LL, 10'000'000LL}) {
+    std::vector<double> extra;
+    const int reps = quick ? 3 : 9;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = clk::now();
+      sleep_kernel<<<1, 1, 0, s.get()>>>(ns);
+      (void)cudaStreamSynchronize(s.get());
+      const double raw = us(clk::now() - t0);
+      double co = 0;
+      cuawait::sync_wait([&]() -> cuawait::task<void> {
+        const auto t1 = clk::now();
+        co_await s.launch(sleep_kernel, dim3(1), dim3(1), ns);
+        co = us(clk::now() - t1);
+      }());
+      extra.push_back(co - raw);
+    }
+    std::printf("%-13s %lld us kernel: resumed median %+.2f us vs raw cudaStreamSynchronize\n",
+                cu::to_string(st), ns / 1000, median(extra));
+  }
+  // co_await of work that finished already.
+  {
+    (void)cudaStreamSynchronize(s.get());
+    cu::event ev;
+    s.record(ev);
+    ev.sync();
+    const int n = quick ? 2000 : 20000;
+    double stream_us = 0, event_us = 0;
+    cuawait::sync_wait([&]() -> cuawait::task<void> {
+      auto t0 = clk::now();
+      for (int i = 0; i < n; ++i) {
+        co_await s;
+      }
+      stream_us = us(clk::now() - t0) / n;
+      t0 = clk::now();
+      for (int i = 0; i < n; ++i) {
+        co_await ev;
+      }
+      event_us = us(clk::now() - t0) / n;
+    }());
+    std::printf("%-13s co_await idle stream: %.3f us; co_await finished event: %.3f us\n",
+                cu::to_string(st), stream_us, event_us);
+  }
+  // Reactor CPU per completion: 10,000 waits pending over 100 streams, released at once.
+  {
+    constexpr int streams = 100, waits = 10000;
+    std::vector<cu::stream> ss(streams);
+    int* gate = nullptr;
+    int* gate_dev = nullptr;
+    (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
+    *gate = 0;
+    (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
+    for (auto& x : ss) {
+      gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
+    }
+    static std::atomic<double> first_cpu, last_cpu;
+    static std::atomic<int> seen;
+    seen = 0;
+    cuawait::reactor_trace tr;
+    tr.on_complete = [](void*, const cuawait::detail::wait_node&) {
+      const double c = thread_cpu_ns();
+      if (seen.fetch_add(1) == 0) {
+        first_cpu = c;
+      }
+      last_cpu = c;
+    };
+    r.reactor().set_trace(tr);
+    std::atomic<int> done{0};
+    for (int i = 0; i < waits; ++i) {
+      [](cu::stream_ref x, std::atomic<int>& d) -> detached {
+        co_await x.launch(empty_kernel, dim3(1), dim3(1));
+        d.fetch_add(1);
+      }(ss[i % streams], done);
+    }
+    const auto before = r.stats();
+    reinterpret_cast<volatile int*>(gate)[0] = 1;
+    while (done.load() < waits) {
+      std::this_thread::yield();
+    }
+    const auto after = r.stats();
+    std::printf("%-13s 10000 waits/100 streams: reactor CPU %.3f us per completion, %.2f queries "
+                "per completion\n",
+                cu::to_string(st), (last_cpu.load() - first_cpu.load()) / 1000.0 / (waits - 1),
+                double(after.queries - before.queries) / waits);
+    r.reactor().set_trace({});
+    (void)cudaDeviceSynchronize();
+    (void)cudaFreeHost(gate);
+  }
+  // Idle: 1,000 coroutines awaiting one 1 s kernel.
+  {
+    std::atomic<int> done{0};
+    sleep_kernel<<<1, 1, 0, s.get()>>>(quick ? 300'000'000LL : 1'000'000'000LL);
+    for (int i = 0; i < 1000; ++i) {
+      [](cu::stream_ref x, std::atomic<int>& d) -> detached {
+        co_await x;
+        d.fetch_add(1);
+      }(s, done);
+    }
+    const double c0 = cpu_seconds();
+    const auto t0 = clk::now();
+    while (done.load() < 1000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1)); // the bench's own thread: ~0
+    }
+    const double wall = std::chrono::duration<double>(clk::now() - t0).count();
+    std::printf("%-13s idle, 1000 waiters on a %s kernel: %.2f%% of a core (process)\n",
+                cu::to_string(st), quick ? "0.3 s" : "1 s", 100.0 * (cpu_seconds() - c0) / wall);
+  }
+  const auto stats = r.stats();
+  std::printf("%-13s stats: completions %llu, queries %llu, sweeps %llu, parks %llu, resume p50 < "
+              "%llu ns\n",
+              cu::to_string(st), (unsigned long long)stats.completions,
+              (unsigned long long)stats.queries, (unsigned long long)stats.sweeps,
+              (unsigned long long)stats.parks,
+              (unsigned long long)stats.resume_latency_quantile(0.5) * 2);
+  cu::install_reactor(prev);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::vector<cu::strategy> which = {cu::strategy::event_poll, cu::strategy::timeline,
+                                     cu::strategy::host_callback, cu::strategy::blocking_sync};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--strategy") == 0 && i + 1 < argc) {
+      which = {cu::parse_strategy(argv[++i]).value_or(cu::default_strategy)};
+    }
+  }
+  if (cu::device_count() == 0) {
+    std::printf("no CUDA device: skipping\n");
+    return 0;
+  }
+  const int iters = quick ? 2000 : 20000;
+  raw_baselines(iters);
+  for (const auto st : which) {
+    try {
+      latency(st, iters, quick);
+    } catch (const std::exception& e) {
+      std::printf("%-13s failed: %s\n", cu::to_string(st), e.what());
+    }
+    std::fflush(stdout);
+  }
+}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `cuawait::runtime` (target cuawait::cuda): a thread pool, the GPU completion reactor and
+//! the loop of the thread that calls `run`, joined.
+//!
+//! ```cpp
+//! cuawait::runtime rt;                   // pool + reactor (default strategy)
+//! rt.spawn(background_job());            // runs on the pool
+//! auto out = rt.run(main_task());        // runs here; resumptions come back here
+//! ```
+
+// This header sits beside the core headers but belongs to cuawait::cuda: the core's
+// header check compiles it without the CUDA include path, where it is empty.
+#if __has_include(<cuda_runtime_api.h>)
+
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/cuda/reactor.hpp"
+#include "cuawait/cuda/strategy.hpp"
+#include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/reactor_stats.hpp"
+#include "cuawait/run_loop.hpp"
+#include "cuawait/task.hpp"
+#include "cuawait/thread_pool.hpp"
+
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace cuawait {
+
+//! Configuration of a `runtime`.
+struct runtime_options {
+  //! Worker threads of the pool (at least 1).
+  std::size_t threads = std::thread::hardware_concurrency();
+  //! How GPU completions are detected.
+  cuda::strategy strategy = cuda::default_strategy;
+  //! How the reactor polls and parks.
+  reactor_options reactor{};
+};
+
+//! Owns a `thread_pool`, a GPU reactor (installed as `cuda::current_reactor()` for its
+//! lifetime) and a `run_loop` for the thread calling `run`. A coroutine resumes on the
+//! executor it suspended on (the pool, or the thread in `run`), with its priority; never
+//! on a CUDA callback thread.
+//!
+//! Shutdown (destructor): waits for spawned tasks, lets every pending GPU wait finish
+//! (in-flight GPU work is waited for, never abandoned), stops the reactor, then the pool.
+//! Only one runtime should be alive at a time (it installs its reactor process-wide).
+class runtime {
+public:
+  //! @throws cuda_error when the strategy cannot be set up.
+  explicit runtime(runtime_options options = {});
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+  ~runtime();
+
+  //! Runs `a` on the calling thread (its resumptions come back here) and returns its result
+  //! or rethrows its exception. Blocks until it completes.
+  template <concepts::awaitable A>
+  decltype(auto) run(A&& a) {
+    return m_loop.run(static_cast<A&&>(a));
+  }
+
+  //! Starts `t` on the pool, detached. Its exception, if any, is kept and rethrown by
+  //! `join_spawned()` (the first one only).
+  template <class T>
+  void spawn(task<T> t) {
+    {
+      const std::lock_guard lock(m_spawn_mutex);
+      ++m_spawned;
+    }
+    (void)launch_detached(*this, std::move(t));
+  }
+
+  //! Blocks until every spawned task finished; rethrows the first exception one threw.
+  void join_spawned();
+
+  [[nodiscard]] thread_pool& pool() noexcept { return m_pool; }
+  [[nodiscard]] run_loop& loop() noexcept { return m_loop; }
+  [[nodiscard]] cuda::gpu_reactor& reactor() noexcept { return m_reactor; }
+  //! The reactor's statistics (waits pending per stream, completions, resume latency...).
+  [[nodiscard]] reactor_stats stats() const { return m_reactor.stats(); }
+
+private:
+  struct detached {
+    struct promise_type {
+      detached get_return_object() noexcept { return {}; }
+      std::suspend_never initial_suspend() noexcept { return {}; }
+      std::suspend_never final_suspend() noexcept { return {}; }
+      void return_void() noexcept {}
+      void unhandled_exception() noexcept { std::terminate(); }
+    };
+  };
+  template <class T>
+  static detached launch_detached(runtime& rt, task<T> t) {
+    std::exception_ptr error;
+    try {
+      co_await rt.m_pool.schedule();
+      co_await std::move(t);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    rt.spawned_done(error);
+  }
+  void spawned_done(std::exception_ptr error) noexcept;
+
+  thread_pool m_pool;
+  mutable cuda::gpu_reactor m_reactor;
+  cuda::gpu_reactor* m_previous = nullptr;
+  run_loop m_loop;
+  std::mutex m_spawn_mutex;
+  std::condition_variable m_spawn_cv;
+  std::size_t m_spawned = 0;
+  std::exception_ptr m_spawn_error;
+};
+
+} // namespace cuawait
+
+#endif // __has_include(<cuda_runtime_api.h>)

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuawait/runtime.hpp"
+
+#include <algorithm>
+
+namespace cuawait {
+
+runtime::runtime(runtime_options options)
+    : m_pool(std::max<std::size_t>(options.threads, 1)),
+      m_reactor(options.strategy, options.reactor) {
+  m_previous = cuda::install_reactor(&m_reactor);
+}
+
+runtime::~runtime() {
+  {
+    std::unique_lock lock(m_spawn_mutex);
+    m_spawn_cv.wait(lock, [&] { return m_spawned == 0; });
+  }
+  // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop.
+  m_reactor.reactor().drain();
+  (void)m_loop.poll();
+  (void)cuda::install_reactor(m_previous);
+  m_pool.shutdown();
+}
+
+void runtime::join_spawned() {
+  std::unique_lock lock(m_spawn_mutex);
+  m_spawn_cv.wait(lock, [&] { return m_spawned == 0; });
+  if (m_spawn_error) {
+    std::rethrow_exception(std::exchange(m_spawn_error, nullptr));
+  }
+}
+
+void runtime::spawned_done(std::exception_ptr error) noexcept {
+  const std::lock_guard lock(m_spawn_mutex);
+  if (error && !m_spawn_error) {
+    m_spawn_error = std::move(error);
+  }
+  --m_spawned;
+  m_spawn_cv.notify_all();
+}
+
+} // namespace cuawait
