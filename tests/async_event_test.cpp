@@ -123,6 +123,10 @@ TEST(AsyncEvent, StopRequestedBeforeWaitCancelsEvenWhenSet) {
   std::stop_source stop;
   stop.request_stop();
   EXPECT_THROW(ca::sync_wait(e.wait(stop.get_token())), ca::operation_cancelled);
+  std::stop_source later;
+  auto awaiter = e.wait(later.get_token());
+  later.request_stop(); // after the awaiter was made, before it is awaited
+  EXPECT_THROW(ca::sync_wait(awaiter), ca::operation_cancelled);
 }
 
 TEST(AsyncEvent, StopAfterTheWaitCompletedHasNoEffect) {

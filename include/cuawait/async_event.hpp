@@ -37,10 +37,10 @@ public:
   class [[nodiscard]] wait_awaiter : public detail::sync_awaiter<wait_awaiter> {
   public:
     wait_awaiter(async_event& e, std::stop_token token) noexcept
-        : sync_awaiter(token), m_event(e), m_stop_requested(token.stop_requested()) {}
+        : sync_awaiter(std::move(token)), m_event(e) {}
     //! Lock-free fast path: already set and not cancelled.
     [[nodiscard]] bool await_ready() const noexcept {
-      return !m_stop_requested && m_event.is_set();
+      return !stop_requested() && m_event.is_set();
     }
     //! @throws operation_cancelled if stop was requested first.
     void await_resume() { finish("cuawait::async_event::wait cancelled"); }
@@ -60,7 +60,6 @@ public:
     detail::waiter_queue& sync_queue() noexcept { return m_event.m_waiters; }
 
     async_event& m_event;
-    bool m_stop_requested;
   };
 
   //! An event, initially set if `initially_set`.

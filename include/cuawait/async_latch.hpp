@@ -39,10 +39,10 @@ public:
   class [[nodiscard]] wait_awaiter : public detail::sync_awaiter<wait_awaiter> {
   public:
     wait_awaiter(async_latch& l, std::stop_token token) noexcept
-        : sync_awaiter(token), m_latch(l), m_stop_requested(token.stop_requested()) {}
+        : sync_awaiter(std::move(token)), m_latch(l) {}
     //! Lock-free fast path: already open and not cancelled.
     [[nodiscard]] bool await_ready() const noexcept {
-      return !m_stop_requested && m_latch.try_wait();
+      return !stop_requested() && m_latch.try_wait();
     }
     //! @throws operation_cancelled if stop was requested first.
     void await_resume() { finish("cuawait::async_latch::wait cancelled"); }
@@ -62,7 +62,6 @@ public:
     detail::waiter_queue& sync_queue() noexcept { return m_latch.m_waiters; }
 
     async_latch& m_latch;
-    bool m_stop_requested;
   };
 
   //! A latch that opens after `n` count-downs (`n == 0`: open from the start).

@@ -56,6 +56,10 @@ protected:
   explicit sync_awaiter(std::stop_token token) noexcept : m_token(std::move(token)) {}
   ~sync_awaiter() = default;
 
+  //! Whether stop was requested on this wait's token (for lock-free `await_ready` paths,
+  //! which must not complete a wait that `await_suspend` would cancel).
+  [[nodiscard]] bool stop_requested() const noexcept { return m_token.stop_requested(); }
+
   //! For `await_resume`: drops the stop callback (waiting for it if it is running on
   //! another thread, where it lost the race) and throws if the wait was cancelled.
   //! @throws operation_cancelled naming `what`.
