@@ -19,7 +19,7 @@ struct png_io_state {
   std::size_t offset = 0;
   std::vector<std::uint8_t>* output = nullptr;
   char message[256] = {};
-  bool truncated = false;
+  bool own_message = false; // the message is the whole reason, no "corrupt PNG" prefix
 };
 
 png_io_state& state_of(png_structp png) {
@@ -41,7 +41,7 @@ void on_read(png_structp png, png_bytep out, png_size_t n) {
   if (st.input.size() - st.offset < n) {
     std::snprintf(st.message, sizeof st.message, "truncated PNG data (file ends after %zu bytes)",
                   st.input.size());
-    st.truncated = true;
+    st.own_message = true;
     png_longjmp(png, 1);
   }
   std::memcpy(out, st.input.data() + st.offset, n);
@@ -68,6 +68,7 @@ bool read_header(png_structp png, png_infop info, const decode_limits& limits, i
     std::snprintf(state_of(png).message, sizeof state_of(png).message,
                   "image too large: %ux%u pixels, the limit is %llu pixels", w, h,
                   static_cast<unsigned long long>(limits.max_pixels));
+    state_of(png).own_message = true;
     return false;
   }
   const int color = png_get_color_type(png, info);
@@ -146,8 +147,8 @@ image8 decode_png(std::span<const std::uint8_t> bytes, const decode_limits& limi
   }
   png_destroy_read_struct(&png, &info, nullptr);
   if (!ok) {
-    throw image_error(st.truncated ? std::string(st.message)
-                                   : std::string("corrupt PNG: ") + st.message);
+    throw image_error(st.own_message ? std::string(st.message)
+                                     : std::string("corrupt PNG: ") + st.message);
   }
   return out;
 }

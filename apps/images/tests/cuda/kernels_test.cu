@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA kernels and the CUDA engine against the CPU reference. Tolerance: the blurred
+// image, the edge bytes and every gradient are bit-identical (shared per-pixel code,
+// --fmad=false); each histogram sum may differ from the CPU's by 1e-6 relative (plus 1e-6
+// absolute), the effect of the GPU adding the same doubles in another order.
+// Skips without a CUDA device.
+
+#include "cuda/cuda_backend.hpp"
+#include "cuda/kernels.cuh"
+#include "stages.hpp"
+
+#include "common/gpu.hpp"
+
+#include <cuawait/cuda/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace ci = cuawait::images;
+
+namespace {
+
+ci::gray_image random_image(int w, int h, unsigned seed, bool smooth) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  ci::gray_image img{w, h, std::vector<float>(static_cast<std::size_t>(w) * h)};
+  for (std::size_t i = 0; i < img.pixels.size(); ++i) {
+    // Quantised like real inputs (bytes / 255) or arbitrary floats.
+    img.pixels[i] = smooth ? static_cast<float>(static_cast<int>(u(gen) * 255)) / 255.0f : u(gen);
+  }
+  return img;
+}
+
+template <class T>
+struct device_array {
+  explicit device_array(std::size_t n) : size(n) {
+    CUAWAIT_CUDA_CHECK("test alloc", cudaMalloc(&ptr, n * sizeof(T)));
+  }
+  ~device_array() { (void)cudaFree(ptr); }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+  std::vector<T> download() const {
+    std::vector<T> v(size);
+    CUAWAIT_CUDA_CHECK("test D2H",
+                       cudaMemcpy(v.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  T* ptr = nullptr;
+  std::size_t size;
+};
+
+void expect_features_close(const ci::feature_vector& gpu, const ci::feature_vector& cpu) {
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_NEAR(gpu[i], cpu[i], 1e-6 * std::fabs(cpu[i]) + 1e-6) << "feature " << i;
+  }
+}
+
+} // namespace
+
+TEST(ImagesKernels, MatchTheCpuReferenceOnRandomImages) {
+  CUAWAIT_REQUIRE_GPU();
+  const int sizes[][2] = {{1, 1}, {2, 3}, {17, 5}, {64, 64}, {257, 131}, {1024, 768}};
+  unsigned seed = 1;
+  for (const auto& sz : sizes) {
+    for (const bool smooth : {true, false}) {
+      const int w = sz[0];
+      const int h = sz[1];
+      const ci::gray_image img = random_image(w, h, seed++, smooth);
+      const std::size_t n = img.pixel_count();
+      device_array<float> in(n), tmp(n), blurred(n);
+      device_array<std::uint8_t> edges(n);
+      device_array<double> hist(ci::feature_count);
+      CUAWAIT_CUDA_CHECK("test H2D", cudaMemcpy(in.ptr, img.pixels.data(), n * sizeof(float),
+                                                cudaMemcpyHostToDevice));
+      ci::gpu::launch_blur(in.ptr, tmp.ptr, blurred.ptr, w, h, cudaStream_t{});
+      ci::gpu::launch_sobel_hog(blurred.ptr, w, h, edges.ptr, hist.ptr, cudaStream_t{});
+      CUAWAIT_CUDA_CHECK("test sync", cudaDeviceSynchronize());
+
+      const ci::gray_image cpu_blurred = ci::blur(img);
+      EXPECT_EQ(blurred.download(), cpu_blurred.pixels) << w << "x" << h;
+      const ci::image_result cpu = ci::process_cpu(img);
+      EXPECT_EQ(edges.download(), cpu.edges) << w << "x" << h;
+      std::array<double, ci::feature_count> h_hist{};
+      const std::vector<double> d_hist = hist.download();
+      std::copy(d_hist.begin(), d_hist.end(), h_hist.begin());
+      expect_features_close(ci::to_features(h_hist), cpu.features);
+    }
+  }
+}
+
+TEST(ImagesKernels, KnownAnswersHoldOnTheGpu) {
+  CUAWAIT_REQUIRE_GPU();
+  // A vertical step: all weight in bin 0, 8 per row (see stages_test.cpp).
+  const int w = 32;
+  const int h = 12;
+  ci::gray_image img{w, h, std::vector<float>(static_cast<std::size_t>(w) * h, 0.0f)};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 16; x < w; ++x) {
+      img.pixels[static_cast<std::size_t>(y) * w + x] = 1.0f;
+    }
+  }
+  const auto backend = ci::make_cuda_backend();
+  ci::trace_log log;
+  const auto engine = backend->make_engine(log);
+  const std::span<float> input = engine->input(img.pixel_count());
+  std::copy(img.pixels.begin(), img.pixels.end(), input.begin());
+  const ci::image_result r = engine->process(w, h, 0);
+  double total = 0;
+  for (int i = 0; i < ci::feature_count; ++i) {
+    total += r.features[static_cast<std::size_t>(i)];
+    if (i % ci::hog_bins != 0) {
+      EXPECT_EQ(r.features[static_cast<std::size_t>(i)], 0.0f);
+    }
+  }
+  EXPECT_EQ(total, 8.0 * h);
+  EXPECT_EQ(r.edges, ci::process_cpu(img).edges);
+  // The engine recorded its four GPU steps with GPU timestamps, in order.
+  int gpu_spans = 0;
+  double last_end = 0;
+  for (const ci::span_record& s : log.spans()) {
+    if (log.lanes()[static_cast<std::size_t>(s.lane)].kind == ci::lane_kind::gpu) {
+      ++gpu_spans;
+      EXPECT_LE(s.start_us, s.end_us);
+      EXPECT_LE(last_end, s.start_us + 1.0); // event times are only 0.5 us precise
+      last_end = s.end_us;
+    }
+  }
+  EXPECT_EQ(gpu_spans, 4);
+}
