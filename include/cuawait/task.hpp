@@ -41,12 +41,24 @@ public:
   void set_continuation(std::coroutine_handle<> c) noexcept { m_continuation = c; }
 
   //! The token this coroutine was started with (see `get_stop_token()`).
-  [[nodiscard]] const std::stop_token& get_stop_token() const noexcept { return m_stop_token; }
-  void set_stop_token(std::stop_token token) noexcept { m_stop_token = std::move(token); }
+  [[nodiscard]] const std::stop_token& get_stop_token() const noexcept { return *m_stop_token; }
+  //! Gives this coroutine a token of its own.
+  void set_stop_token(std::stop_token token) noexcept {
+    m_own_stop_token = std::move(token);
+    m_stop_token = &m_own_stop_token;
+  }
+  //! Shares the awaiting coroutine's token without copying it (a copy of a live token is an
+  //! atomic reference-count round trip per await). The awaiting coroutine outlives this one's
+  //! run, so the pointer stays valid for as long as the body can read it.
+  void inherit_stop_token(const std::stop_token& token) noexcept { m_stop_token = &token; }
+  [[nodiscard]] bool has_own_stop_token() const noexcept {
+    return m_stop_token == &m_own_stop_token && m_own_stop_token.stop_possible();
+  }
 
 private:
   std::coroutine_handle<> m_continuation = std::noop_coroutine();
-  std::stop_token m_stop_token;
+  const std::stop_token* m_stop_token = &m_own_stop_token;
+  std::stop_token m_own_stop_token;
 };
 
 template <class T>
@@ -151,8 +163,13 @@ public:
     p.set_continuation(awaiting);
     // The child inherits the awaiting coroutine's stop token unless it was given one.
     if constexpr (requires { awaiting.promise().get_stop_token(); }) {
-      if (!p.get_stop_token().stop_possible()) {
-        p.set_stop_token(awaiting.promise().get_stop_token());
+      if (!p.has_own_stop_token()) {
+        using token_ref = decltype(awaiting.promise().get_stop_token());
+        if constexpr (std::is_lvalue_reference_v<token_ref>) {
+          p.inherit_stop_token(awaiting.promise().get_stop_token());
+        } else { // the awaiting promise hands out copies: keep one
+          p.set_stop_token(awaiting.promise().get_stop_token());
+        }
       }
     }
     return transfer_to(m_handle);
