@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// Batched submission on the GPU: jobs in adjacent slots of one pinned and one device
+// allocation, copied in merged transfers and processed per merged run; every element of
+// every job checked against the CPU; each coroutine gets its own job back; errors.
+
+#include "common/gpu.hpp"
+
+#include <cuawait/cuda/batcher.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <coroutine>
+#include <exception>
+#include <latch>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+namespace cu = cuawait::cuda;
+using namespace std::chrono_literals;
+
+__global__ void affine_inplace(float* p, std::size_t n, float a, float b) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    p[i] = fmaf(p[i], a, b);
+  }
+}
+
+constexpr std::size_t floats_per_job = 4096 + 64;
+constexpr std::size_t job_bytes = floats_per_job * sizeof(float);
+
+//! Slots of one pinned and one device allocation, side by side (what an arena gives).
+struct slots {
+  float* host = nullptr;
+  float* dev = nullptr;
+  std::size_t count;
+  explicit slots(std::size_t n) : count(n) {
+    CUAWAIT_CUDA_CHECK("test", cudaMallocHost(&host, n * job_bytes));
+    CUAWAIT_CUDA_CHECK("test", cudaMalloc(&dev, n * job_bytes));
+  }
+  ~slots() {
+    (void)cudaFreeHost(host);
+    (void)cudaFree(dev);
+  }
+  float* h(std::size_t i) const { return host + i * floats_per_job; }
+  float* d(std::size_t i) const { return dev + i * floats_per_job; }
+};
+
+struct job {
+  int id = -1;
+  float* host = nullptr;
+  float* dev = nullptr;
+};
+
+//! The batch shape: merged copies in, one kernel per merged run, merged copies out.
+struct shape {
+  std::atomic<std::size_t> transfers{0};
+  std::atomic<std::size_t> batches{0};
+  bool throw_in_enqueue = false;
+
+  void operator()(std::span<job* const> jobs, cu::stream_ref s) {
+    if (throw_in_enqueue) {
+      throw std::runtime_error("enqueue refused");
+    }
+    std::vector<cuawait::copy_span> in, out;
+    for (job* j : jobs) {
+      in.push_back({j->dev, j->host, job_bytes});
+      out.push_back({j->host, j->dev, job_bytes});
+    }
+    transfers += cu::copy_merged(s, in);
+    for (const cuawait::copy_span& run : in) {
+      affine_inplace<<<16, 256, 0, s.get()>>>(static_cast<float*>(run.dst),
+                                              run.bytes / sizeof(float), 1.25f, -0.5f);
+    }
+    transfers += cu::copy_merged(s, out);
+    ++batches;
+  }
+};
+
+struct detached {
+  struct promise_type {
+    detached get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }
+  };
+};
+
+detached run_job(cu::batcher<job>& b, job j, std::vector<int>& returned_ids,
+                 std::atomic<int>& failures, std::latch& done) {
+  try {
+    const job back = co_await b.submit(j);
+    returned_ids[static_cast<std::size_t>(j.id)] = back.id;
+  } catch (const cu::cuda_error&) {
+    ++failures;
+  } catch (const std::runtime_error&) {
+    ++failures;
+  }
+  done.count_down();
+}
+
+std::vector<float> fill(const slots& sl, std::size_t jobs) {
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> d(-50.0f, 50.0f);
+  std::vector<float> expected(jobs * floats_per_job);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    sl.host[i] = d(rng);
+    expected[i] = std::fmaf(sl.host[i], 1.25f, -0.5f);
+  }
+  return expected;
+}
+
+TEST(BatcherGpu, BatchesOfAdjacentJobsMatchTheCpuEverywhere) {
+  CUAWAIT_REQUIRE_GPU();
+  constexpr std::size_t jobs = 64;
+  slots sl(jobs);
+  const std::vector<float> expected = fill(sl, jobs);
+  shape sh;
+  std::vector<int> returned(jobs, -1);
+  std::atomic<int> failures{0};
+  std::latch done(jobs);
+  {
+    cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 16, .max_wait = 1h});
+    for (std::size_t i = 0; i < jobs; ++i) {
+      run_job(b, job{static_cast<int>(i), sl.h(i), sl.d(i)}, returned, failures, done);
+    }
+    done.wait();
+    const auto st = b.stats();
+    EXPECT_EQ(st.batches, 4u);
+    EXPECT_EQ(st.full_batches, 4u);
+    EXPECT_EQ(st.jobs, jobs);
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(sh.batches.load(), 4u);
+  // Jobs 16k..16k+15 are adjacent: one transfer in, one out per batch.
+  EXPECT_EQ(sh.transfers.load(), 8u);
+  for (std::size_t i = 0; i < jobs; ++i) {
+    EXPECT_EQ(returned[i], static_cast<int>(i));
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(sl.host[i], expected[i]) << "float " << i << " of job " << i / floats_per_job;
+  }
+}
+
+TEST(BatcherGpu, ScatteredJobsStillWorkWithUnmergedCopies) {
+  CUAWAIT_REQUIRE_GPU();
+  constexpr std::size_t jobs = 12;
+  slots sl(2 * jobs);
+  const std::vector<float> expected = fill(sl, 2 * jobs);
+  shape sh;
+  std::vector<int> returned(2 * jobs, -1);
+  std::atomic<int> failures{0};
+  std::latch done(jobs);
+  {
+    cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 4, .max_wait = 50us});
+    for (std::size_t i = 0; i < jobs; ++i) {
+      const std::size_t slot = 2 * i; // every other slot: nothing is adjacent
+      run_job(b, job{static_cast<int>(slot), sl.h(slot), sl.d(slot)}, returned, failures, done);
+    }
+    done.wait();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(sh.transfers.load(), 2 * jobs);
+  for (std::size_t i = 0; i < jobs; ++i) {
+    const std::size_t slot = 2 * i;
+    for (std::size_t k = 0; k < floats_per_job; ++k) {
+      ASSERT_EQ(sl.h(slot)[k], expected[slot * floats_per_job + k]) << "job " << slot;
+    }
+  }
+}
+
+TEST(BatcherGpu, ALoneJobIsSubmittedAfterMaxWait) {
+  CUAWAIT_REQUIRE_GPU();
+  slots sl(1);
+  const std::vector<float> expected = fill(sl, 1);
+  shape sh;
+  std::vector<int> returned(1, -1);
+  std::atomic<int> failures{0};
+  std::latch done(1);
+  cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 32, .max_wait = 5us});
+  run_job(b, job{0, sl.h(0), sl.d(0)}, returned, failures, done);
+  done.wait();
+  const auto st = b.stats();
+  EXPECT_EQ(st.lone_jobs, 1u);
+  EXPECT_EQ(st.timed_batches, 1u);
+  EXPECT_GE(st.lone_wait_ns_max, 5000u);
+  for (std::size_t k = 0; k < floats_per_job; ++k) {
+    ASSERT_EQ(sl.host[k], expected[k]);
+  }
+}
+
+TEST(BatcherGpu, AnEnqueueErrorFailsEveryJobOfTheBatch) {
+  CUAWAIT_REQUIRE_GPU();
+  slots sl(3);
+  shape sh;
+  sh.throw_in_enqueue = true;
+  std::vector<int> returned(3, -1);
+  std::atomic<int> failures{0};
+  std::latch done(3);
+  cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 3, .max_wait = 1h});
+  for (int i = 0; i < 3; ++i) {
+    run_job(b, job{i, sl.h(i), sl.d(i)}, returned, failures, done);
+  }
+  done.wait();
+  EXPECT_EQ(failures.load(), 3);
+  EXPECT_EQ(b.stats().failed_batches, 1u);
+}
+
+TEST(BatcherGpu, BadOptionsAreRefused) {
+  CUAWAIT_REQUIRE_GPU();
+  shape sh;
+  EXPECT_THROW(cu::batcher<job>(std::ref(sh), {}, 0), std::invalid_argument);
+  EXPECT_THROW(cu::batcher<job>(std::ref(sh), cuawait::batch_options{.max_batch = 0}),
+               std::invalid_argument);
+}
+
+} // namespace
