@@ -19,6 +19,8 @@ const char* colour_of(const char* name) {
   };
   static constexpr entry table[] = {
       {"decode+preprocess", "#4e79a7"},
+      {"decode", "#4e79a7"},
+      {"preprocess", "#a0cbe8"},
       {"cpu stages", "#f28e2b"},
       {"postprocess", "#59a14f"},
       {"H2D", "#b07aa1"},
