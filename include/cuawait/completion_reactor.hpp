@@ -42,7 +42,7 @@ struct reactor_options {
   //! Keep spinning this long after the last completion or new wait.
   std::chrono::nanoseconds spin_window = std::chrono::milliseconds(15);
   //! When parked with waits pending and a source that does not notify, poll this often.
-  std::chrono::nanoseconds park_poll = std::chrono::microseconds(500);
+  std::chrono::nanoseconds park_poll = std::chrono::milliseconds(1);
   //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
   std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
 };

@@ -9,6 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <thread>
+
 namespace {
 
 namespace cu = cuawait::cuda;
@@ -20,23 +24,37 @@ TEST(FaultTest, IllegalAddressFailsEveryPendingWaitWithContextLost) {
   cu::stream a, b;
   int* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, 4), cudaSuccess);
-  auto faulting = [&]() -> cuawait::task<bool> {
+  cuawait::test::spin_control ctl; // never released: b stays busy until the context dies
+  ASSERT_NE(ctl.device, nullptr);
+  b.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
+  // A wait pending on b, on another thread, before the fault.
+  std::optional<cuawait::result<void, cu::cuda_error>> other;
+  std::thread waiter([&] {
+    const auto body = [&]() -> cuawait::task<cuawait::result<void, cu::cuda_error>> {
+      co_return co_await cu::operation(b.get(), "other stream").try_await();
+    };
+    other.emplace(cuawait::sync_wait(body()));
+  });
+  while (cu::current_reactor().reactor().pending() == 0) {
+    std::this_thread::yield();
+  }
+  const auto faulting = [&]() -> cuawait::task<bool> {
     try {
       co_await a.launch(write_illegal, dim3(1), dim3(1), d);
     } catch (const cu::cuda_error& e) {
       EXPECT_TRUE(e.context_lost()) << e.what();
-      EXPECT_NE(std::string(e.what()).find("context is lost"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("context is lost"), std::string::npos) << e.what();
       co_return true;
     }
     co_return false;
   };
-  auto other = [&]() -> cuawait::task<cuawait::result<void, cu::cuda_error>> {
-    b.launch(write_illegal, dim3(1), dim3(1), d);
-    co_return co_await cu::operation(b.get(), "other").try_await();
-  };
   EXPECT_TRUE(cuawait::sync_wait(faulting()));
-  const auto r = cuawait::sync_wait(other());
-  EXPECT_FALSE(r.has_value());
+  waiter.join(); // the pending wait on b must not hang
+  ASSERT_TRUE(other.has_value());
+  ASSERT_FALSE(other->has_value());
+  EXPECT_TRUE(other->error().context_lost()) << other->error().what();
+  // Enqueuing after the loss throws at the call.
+  EXPECT_THROW(a.launch(write_illegal, dim3(1), dim3(1), d), cu::cuda_error);
 }
 
 } // namespace

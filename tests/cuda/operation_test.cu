@@ -146,11 +146,14 @@ TEST_P(StrategyTest, NotFinishedUntilTheHostReleasesTheKernel) {
   ASSERT_NE(ctl.device, nullptr);
   cu::stream s;
   std::atomic<bool> resumed{false};
-  auto t = [&]() -> task<void> {
+  // A named closure: a coroutine lambda's captures live in the closure, which must
+  // outlive the coroutine.
+  const auto body = [&]() -> task<void> {
     co_await s.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
                       ctl.device + 1);
     resumed.store(true);
-  }();
+  };
+  auto t = body();
   std::thread waiter([&] { cuawait::sync_wait(std::move(t)); });
   // Once the wait is pending, the reactor must not resume it before release.
   while (m_reactor->reactor().pending() == 0 && !resumed.load()) {
