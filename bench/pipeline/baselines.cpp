@@ -92,8 +92,16 @@ void threads_per_op(mode_context& ctx, timed_region& timer) {
   };
   std::vector<std::jthread> pool;
   pool.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back(worker, t);
+  try {
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back(worker, t);
+    }
+  } catch (...) {
+    // Release the threads already started so that their joins cannot hang.
+    abort = true;
+    go = true;
+    go.notify_all();
+    throw;
   }
   timer.start();
   go = true;
