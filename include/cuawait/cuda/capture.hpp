@@ -46,6 +46,7 @@
 
 #include <concepts>
 #include <functional>
+#include <memory>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -142,10 +143,24 @@ private:
 
 namespace detail {
 
-template <class F>
-task<graph> capture_task(stream_ref s, F f, std::source_location where) {
+template <class T>
+inline constexpr bool is_task_v = false;
+template <class T>
+inline constexpr bool is_task_v<task<T>> = true;
+
+//! The region around an already created, not yet started task. The callable that made the
+//! task is kept alive by `keep` (type-erased, so that no lambda type becomes a member of
+//! this coroutine's frame: g++ warns about that in .cu files, -Wsubobject-linkage).
+template <class T>
+task<graph> capture_task(stream_ref s, std::shared_ptr<void> keep, task<T> body,
+                         std::source_location where) {
+  // `keep` precedes `body`: on an exception the body's frame is destroyed first.
   capture_region region(s, where);
-  co_await std::invoke(f, s); // an exception unwinds `region`, which discards the capture
+  co_await std::move(body); // an exception unwinds `region`, which discards the capture
+  {                         // the body's frame dies before the callable it may refer to
+    const task<T> finished = std::move(body);
+  }
+  keep.reset();
   co_return region.end();
 }
 
@@ -153,8 +168,9 @@ task<graph> capture_task(stream_ref s, F f, std::source_location where) {
 
 //! Captures what `f(s)` enqueues on `s` into a graph.
 //! - `f` returns void: runs it now and returns the `graph`.
-//! - `f` returns an awaitable (a `task<void>` coroutine): returns a `task<graph>`; the
-//!   region spans the coroutine, which may suspend on non-GPU things and change threads.
+//! - `f` returns a `task<T>` (a coroutine, lazily started): returns a `task<graph>`; the
+//!   region begins when that task is awaited and spans the coroutine, which may suspend on
+//!   non-GPU things and change threads. Nothing of `f`'s body runs before the region begins.
 //! `f` is moved into the capture and lives until it finishes (lambdas capturing by
 //! reference are fine while their referents live).
 //! @throws cuda_error as `capture_region` does, or whatever `f` throws (the capture is then
@@ -163,12 +179,19 @@ template <class F>
 requires std::invocable<F&, stream_ref>
 [[nodiscard]] auto capture(stream_ref s, F f,
                            std::source_location where = std::source_location::current()) {
-  if constexpr (std::is_void_v<std::invoke_result_t<F&, stream_ref>>) {
+  using result_t = std::invoke_result_t<F&, stream_ref>;
+  if constexpr (std::is_void_v<result_t>) {
     capture_region region(s, where);
     std::invoke(f, s);
     return region.end();
   } else {
-    return detail::capture_task(s, std::move(f), where);
+    static_assert(detail::is_task_v<result_t>,
+                  "cuawait::cuda::capture: the function must return void or a cuawait::task "
+                  "(an eager awaitable would enqueue its work before the region begins)");
+    auto holder = std::make_shared<F>(std::move(f));
+    result_t body = std::invoke(*holder, s); // lazy: nothing runs yet
+    return detail::capture_task(s, std::shared_ptr<void>(std::move(holder)), std::move(body),
+                                where);
   }
 }
 
