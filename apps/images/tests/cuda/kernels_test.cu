@@ -7,7 +7,9 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernels.cuh"
+#include "program.hpp"
 #include "stages.hpp"
+#include "synthetic.hpp"
 
 #include "common/gpu.hpp"
 
@@ -15,9 +17,15 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace ci = cuawait::images;
@@ -130,4 +138,70 @@ TEST(ImagesKernels, KnownAnswersHoldOnTheGpu) {
     }
   }
   EXPECT_EQ(gpu_spans, 4);
+}
+
+namespace {
+
+std::vector<std::vector<double>> read_features(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::vector<double>> all;
+  for (std::string line; std::getline(in, line);) {
+    std::stringstream s(line.substr(line.find("\"hog\":[") + 7));
+    std::vector<double> v;
+    for (std::string item; std::getline(s, item, ',');) {
+      v.push_back(std::stod(item));
+    }
+    all.push_back(v);
+  }
+  return all;
+}
+
+int run_images(std::vector<std::string> args, cuawait::images::gpu_backend* gpu) {
+  args.insert(args.begin(), "cuawait-images");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) {
+    argv.push_back(a.c_str());
+  }
+  return ci::run_program(static_cast<int>(argv.size()), argv.data(), gpu);
+}
+
+} // namespace
+
+TEST(ImagesProgram, EveryGpuModeMatchesTheCpuBackend) {
+  CUAWAIT_REQUIRE_GPU();
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cuawait-images-gpu-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> common = {"--count", "9", "--size", "96x64", "-q", "-t", "3"};
+  auto args = [&](const std::string& backend, const std::string& mode) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(),
+             {"--backend=" + backend, "--mode=" + mode, "-o", (dir / (backend + mode)).string()});
+    return a;
+  };
+  ASSERT_EQ(run_images(args("cpu", "sync"), nullptr), 0);
+  const auto reference = read_features(dir / "cpusync" / "features.jsonl");
+  ASSERT_EQ(reference.size(), 9U);
+  const auto backend = ci::make_cuda_backend();
+  for (const char* mode : {"sync", "threads", "coro"}) {
+    ASSERT_EQ(run_images(args("cuda", mode), backend.get()), 0) << mode;
+    const auto got = read_features(dir / (std::string("cuda") + mode) / "features.jsonl");
+    ASSERT_EQ(got.size(), reference.size()) << mode;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].size(), 144U);
+      for (std::size_t k = 0; k < 144; ++k) {
+        EXPECT_NEAR(got[i][k], reference[i][k], 1e-6 * std::fabs(reference[i][k]) + 1e-6)
+            << mode << " image " << i << " feature " << k;
+      }
+    }
+    for (int i = 0; i < 9; ++i) {
+      const std::string name = ci::synthetic_name(i) + ".edges.png";
+      std::ifstream a(dir / "cpusync" / name, std::ios::binary);
+      std::ifstream b(dir / (std::string("cuda") + mode) / name, std::ios::binary);
+      const std::string bytes_a((std::istreambuf_iterator<char>(a)), {});
+      const std::string bytes_b((std::istreambuf_iterator<char>(b)), {});
+      EXPECT_EQ(bytes_a, bytes_b) << mode << " " << name; // bit-identical edge images
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
