@@ -261,6 +261,7 @@ int run(int argc, char** argv) {
   std::vector<mode_entry> registry;
   register_baselines(registry);
   register_cuawait_modes(registry);
+  register_graph_modes(registry);
   parse_outcome parsed = parse_command_line(argc, argv, describe(registry), std::cout, std::cerr);
   if (!parsed.opts) {
     return parsed.exit_code;

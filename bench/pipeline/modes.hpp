@@ -71,4 +71,8 @@ void register_baselines(std::vector<mode_entry>& modes);
 //! Appends the cuawait modes (coro_modes.cu); appends nothing when they are not built.
 void register_cuawait_modes(std::vector<mode_entry>& modes);
 
+//! Appends the graph modes coro_graph and coro_graph_batched (graph_modes.cu, from the
+//! graphs issue).
+void register_graph_modes(std::vector<mode_entry>& modes);
+
 } // namespace cuawait::bench
