@@ -245,6 +245,23 @@ TEST(ReactorTest, ALostContextFailsEveryPendingWaitOnEveryLane) {
   EXPECT_EQ(r.pending(), 0U);
 }
 
+// Regression: a wait that finds the context lost at submission (its own work faulted)
+// must fail the waits pending on other lanes too, which may never report the loss.
+TEST(ReactorTest, ALostContextSeenAtSubmissionFailsTheOtherLanes) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  outcome a, b;
+  auto wa = wait_on(r, 1, 1, a);
+  src.lose_context(700);
+  auto wb = wait_on(r, 2, 2, b);
+  EXPECT_TRUE(b.resumed);
+  EXPECT_EQ(b.status.state, completion_state::context_lost);
+  r.poll();
+  ASSERT_TRUE(a.resumed);
+  EXPECT_EQ(a.status.state, completion_state::context_lost);
+  EXPECT_EQ(a.status.error, 700);
+}
+
 TEST(ReactorTest, ADestroyedWaitingCoroutineIsWithdrawnAndNeverResumed) {
   fake_completion_source src;
   completion_reactor r(src, manual());

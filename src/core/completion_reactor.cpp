@@ -74,7 +74,8 @@ reactor_lane& completion_reactor::lane_for(const void* key) {
 }
 
 bool completion_reactor::submit(wait_node& w) noexcept {
-  {
+  bool submit_failed_all = false;
+  do {
     const std::lock_guard lock(m_mutex);
     reactor_lane* lane = nullptr;
     try {
@@ -93,7 +94,17 @@ bool completion_reactor::submit(wait_node& w) noexcept {
         w.status = st;
         w.resolved_ns = 0;
         m_source->retire(w);
-        return false;
+        if (st.state == completion_state::context_lost) {
+          // Other streams may never report the loss themselves (on the H200 a wait on
+          // another stream later resolved as done), so every pending wait fails now; inline waiters
+          // are resumed by the polling thread, woken below.
+          fail_all_locked(completion_state::context_lost, st.error);
+          submit_failed_all = true;
+        }
+        if (!submit_failed_all) {
+          return false;
+        }
+        break;
       }
     }
     w.lane = lane;
@@ -114,9 +125,9 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     m_last_progress_ns = now_ns();
     m_pending_count.fetch_add(1, std::memory_order_relaxed);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
-  }
+  } while (false);
   wake();
-  return true;
+  return !submit_failed_all;
 }
 
 void completion_reactor::unlink_locked(wait_node& w) noexcept {

@@ -171,6 +171,15 @@ TEST_P(StrategyTest, TwoKernelsOnTwoStreamsRunAtTheSameTime) {
   cuawait::test::spin_control ctl; // [0]: flag set by kernel B, [1]: A's outcome
   ASSERT_NE(ctl.device, nullptr);
   cu::stream a, b;
+  // Load both kernels first: with lazy module loading (CUDA's default), loading B's module
+  // while A spins can wait for A, which looks like serialisation (seen on the H200).
+  int* scratch = nullptr;
+  ASSERT_EQ(cudaMalloc(&scratch, 2 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(scratch, 1, 2 * sizeof(int)), cudaSuccess);
+  wait_for_flag<<<1, 1, 0, a.get()>>>(scratch, scratch + 1);
+  cuawait::test::set_flag<<<1, 1, 0, b.get()>>>(scratch);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  (void)cudaFree(scratch);
   cuawait::sync_wait([&]() -> task<void> {
     a.launch(wait_for_flag, dim3(1), dim3(1), ctl.device, ctl.device + 1);
     b.launch(cuawait::test::set_flag, dim3(1), dim3(1), ctl.device);
@@ -209,8 +218,10 @@ TEST_P(StrategyTest, ManyCoroutinesOnManyStreams) {
 
 TEST_P(StrategyTest, EnqueueErrorsThrowAtTheCallAndTryAwaitReturnsResults) {
   cu::stream s;
-  int* bogus = reinterpret_cast<int*>(0x10);
-  EXPECT_THROW(s.copy(bogus, bogus, 1 << 20), cu::cuda_error);
+  device_ints small(16);
+  // A pitch narrower than a row is refused at the call (never a pageable copy from a bad
+  // host pointer: CUDA would run that one on the CPU and crash).
+  EXPECT_THROW(s.copy_2d(small.p, 4, small.p, 64, 16, 1), cu::cuda_error);
   try {
     s.launch(add_one, dim3(1), dim3(100000), static_cast<int*>(nullptr), 1); // block too large
     FAIL() << "expected cuda_error";

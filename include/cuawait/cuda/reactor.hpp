@@ -16,7 +16,8 @@ namespace cuawait::cuda {
 //! A completion strategy and the reactor that polls it, with its thread.
 class gpu_reactor {
 public:
-  //! @throws cuda_error when the strategy cannot be set up.
+  //! @throws cuda_error when the strategy cannot be set up (`default_strategy` falls back
+  //! to `event_poll` instead).
   explicit gpu_reactor(strategy s = default_strategy, reactor_options options = {});
   gpu_reactor(const gpu_reactor&) = delete;
   gpu_reactor& operator=(const gpu_reactor&) = delete;

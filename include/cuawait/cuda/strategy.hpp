@@ -36,8 +36,11 @@ namespace cuawait::cuda {
 //! The completion strategies (see the file comment).
 enum class strategy { event_poll, host_callback, blocking_sync, timeline };
 
-//! The strategy used when none is asked for (chosen by measurement, docs/PERFORMANCE.md).
-inline constexpr strategy default_strategy = strategy::event_poll;
+//! The strategy used when none is asked for, chosen by measurement on the H200 machine
+//! (docs/REACTOR_BENCH.md): `timeline` matched raw `cudaEventQuery` spinning in latency and
+//! was the only one under 0.5 µs of reactor CPU per completion. Where the driver lacks
+//! `cuStreamWriteValue64`, a reactor asked for the default falls back to `event_poll`.
+inline constexpr strategy default_strategy = strategy::timeline;
 
 //! "event_poll", "host_callback", "blocking_sync", "timeline".
 [[nodiscard]] const char* to_string(strategy s) noexcept;
