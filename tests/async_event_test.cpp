@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <latch>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -148,7 +147,7 @@ TEST(AsyncEvent, CancellationRacingSetResumesExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(wait_or_cancel(e, stop.get_token(), out));
-    std::latch go(2);
+    ca::test::spin_gate go;
     std::thread stopper([&] {
       go.arrive_and_wait();
       stop.request_stop();

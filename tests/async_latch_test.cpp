@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <latch>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -102,7 +101,7 @@ TEST(AsyncLatch, CancellationRacingLastCountDownResumesExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(wait_or_cancel(l, stop.get_token(), out));
-    std::latch go(2);
+    ca::test::spin_gate go;
     std::thread stopper([&] {
       go.arrive_and_wait();
       stop.request_stop();

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <latch>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -147,7 +146,7 @@ TEST(AsyncSemaphore, CancellationRacingReleaseKeepsPermitCountExact) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(acquire_or_cancel(s, stop.get_token(), out));
-    std::latch go(2);
+    ca::test::spin_gate go;
     std::thread stopper([&] {
       go.arrive_and_wait();
       stop.request_stop();

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <latch>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -341,7 +340,7 @@ TEST(Channel, CancellationRacingSendKeepsEveryValueExactlyOnce) {
     int id = -1;
     task_group g;
     g.spawn(receive_or_cancel(ch, stop.get_token(), out, id));
-    std::latch go(2);
+    ca::test::spin_gate go;
     std::thread stopper([&] {
       go.arrive_and_wait();
       stop.request_stop();
@@ -371,7 +370,7 @@ TEST(Channel, CancellationRacingReceiveKeepsEveryValueExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(send_or_cancel(ch, i, stop.get_token(), out));
-    std::latch go(2);
+    ca::test::spin_gate go;
     std::thread stopper([&] {
       go.arrive_and_wait();
       stop.request_stop();
