@@ -24,8 +24,8 @@ namespace cuawait {
 //! order they started waiting, unless that thread is already resuming a waiter of a
 //! cuawait primitive further up its stack; then they resume on the same thread as soon as
 //! the running waiter suspends or finishes. A waiter that found the event set continues on
-//! its own thread. A cancelled waiter resumes on the thread that requested stop, inside
-//! `request_stop()`.
+//! its own thread. A cancelled waiter resumes on the thread that requested stop (inside
+//! `request_stop()`, or deferred the same way when that thread is already resuming a waiter).
 //!
 //! Cancellation: `wait(token)` throws `operation_cancelled` when stop is requested before
 //! `set()` reaches the waiter.

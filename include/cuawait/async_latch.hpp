@@ -26,8 +26,9 @@ namespace cuawait {
 //! call, in the order they started waiting, unless that thread is already resuming a
 //! waiter of a cuawait primitive further up its stack; then they resume on the same thread
 //! as soon as the running waiter suspends or finishes. A waiter that found the latch open
-//! continues on its own thread. A cancelled waiter resumes on the thread that requested
-//! stop, inside `request_stop()`.
+//! continues on its own thread. A cancelled waiter resumes on the thread that requested stop
+//! (inside `request_stop()`, or deferred the same way when that thread is already resuming a
+//! waiter).
 //!
 //! Cancellation: `wait(token)` throws `operation_cancelled` when stop is requested before
 //! the count reaches zero. A cancelled wait does not count down.

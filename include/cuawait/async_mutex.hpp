@@ -59,7 +59,8 @@ private:
 //! stack; then it resumes on the same thread as soon as the running waiter suspends or
 //! finishes (this bounds stack depth under contention). A waiter that got the lock without
 //! suspending continues on its own thread. A cancelled waiter resumes on the thread that
-//! requested stop, inside `request_stop()`.
+//! requested stop (inside `request_stop()`, or
+//! deferred the same way when that thread is already resuming a waiter).
 //!
 //! Cancellation: `lock(token)` / `scoped_lock(token)` throw `operation_cancelled` from the
 //! `co_await` when stop is requested before the lock is handed over; the lock is then not

@@ -56,7 +56,8 @@ private:
 //! unless that thread is already resuming a waiter of a cuawait primitive further up its
 //! stack; then it resumes on the same thread as soon as the running waiter suspends or
 //! finishes. One that got a permit without suspending continues on its own thread. A
-//! cancelled waiter resumes on the thread that requested stop, inside `request_stop()`.
+//! cancelled waiter resumes on the thread that requested stop (inside `request_stop()`, or
+//! deferred the same way when that thread is already resuming a waiter).
 //!
 //! Cancellation: `acquire(token)` / `acquire_permit(token)` throw `operation_cancelled`
 //! when stop is requested before a permit is handed over; no permit is then consumed.

@@ -72,7 +72,8 @@ private:
 //! that made room, the sender that brought a value, `close()`), inside that call, unless
 //! that thread is already resuming a waiter of a cuawait primitive further up its stack;
 //! then on the same thread as soon as the running waiter suspends or finishes. A cancelled
-//! waiter resumes on the thread that requested stop, inside `request_stop()`.
+//! waiter resumes on the thread that requested stop (inside `request_stop()`, or
+//! deferred the same way when that thread is already resuming a waiter).
 //!
 //! Thread-safe. The channel must outlive every waiter.
 template <class T>
