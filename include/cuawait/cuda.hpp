@@ -5,31 +5,24 @@
 //! Umbrella header of the CUDA layer (target cuawait::cuda): the core and every CUDA header.
 
 #include "cuawait/cuawait.hpp"
+#include "cuawait/cuda/arena.hpp"
+#include "cuawait/cuda/batcher.hpp"
+#include "cuawait/cuda/capture.hpp"
 #include "cuawait/cuda/device.hpp"
+#include "cuawait/cuda/device_buffer.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/event_pool.hpp"
+#include "cuawait/cuda/graph.hpp"
+#include "cuawait/cuda/graph_cache.hpp"
+#include "cuawait/cuda/graph_exec.hpp"
+#include "cuawait/cuda/mapped_buffer.hpp"
+#include "cuawait/cuda/memory_pool.hpp"
 #include "cuawait/cuda/operation.hpp"
+#include "cuawait/cuda/pinned_buffer.hpp"
+#include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/cuda/stream.hpp"
-#if __has_include("cuawait/cuda/device_buffer.hpp")
-#include "cuawait/cuda/device_buffer.hpp"
-#endif
-#if __has_include("cuawait/cuda/pinned_buffer.hpp")
-#include "cuawait/cuda/pinned_buffer.hpp"
-#endif
-#if __has_include("cuawait/cuda/mapped_buffer.hpp")
-#include "cuawait/cuda/mapped_buffer.hpp"
-#endif
-#if __has_include("cuawait/cuda/stream_pool.hpp")
 #include "cuawait/cuda/stream_pool.hpp"
-#endif
-#if __has_include("cuawait/cuda/pinned_pool.hpp")
-#include "cuawait/cuda/pinned_pool.hpp"
-#endif
-#include "cuawait/completion_reactor.hpp"
-#include "cuawait/result.hpp"
-#if __has_include("cuawait/runtime.hpp")
 #include "cuawait/runtime.hpp"
-#endif

@@ -11,9 +11,7 @@
 //! auto out = rt.run(main_task());        // runs here; resumptions come back here
 //! ```
 
-// This header sits beside the core headers but belongs to cuawait::cuda: the core's
-// header check compiles it without the CUDA include path, where it is empty.
-#if __has_include(<cuda_runtime_api.h>)
+// Layer 3 (runtime): part of target cuawait::cuda, not of the CUDA-free core.
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/cuda/reactor.hpp"
@@ -120,5 +118,3 @@ private:
 };
 
 } // namespace cuawait
-
-#endif // __has_include(<cuda_runtime_api.h>)

@@ -69,6 +69,7 @@ public:
     check(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeRelaxed), "graph capture begin",
           "cudaStreamBeginCapture", where);
     m_active = true;
+    ::cuawait::detail::open_capture_regions.fetch_add(1, std::memory_order_relaxed);
   }
   capture_region(const capture_region&) = delete;
   capture_region& operator=(const capture_region&) = delete;
@@ -88,6 +89,7 @@ public:
       throw std::logic_error("cuawait::cuda::capture_region::end: the region already ended");
     }
     m_active = false;
+    ::cuawait::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
     cudaGraph_t g = nullptr;
     const cudaError_t e = cudaStreamEndCapture(m_stream.get(), &g);
     if (e != cudaSuccess) {
@@ -106,6 +108,7 @@ public:
       return;
     }
     m_active = false;
+    ::cuawait::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
     cudaGraph_t g = nullptr;
     // An invalidated capture reports an error here: expected, the work is discarded anyway.
     (void)try_check(cudaStreamEndCapture(m_stream.get(), &g));

@@ -13,6 +13,7 @@
 //! was enqueued on its stream also waits for that work. To wait for an earlier point
 //! exactly, `record` an event there and `co_await` the event.
 
+#include "cuawait/cuda/detail/capture_guard.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/reactor.hpp"
@@ -104,6 +105,7 @@ public:
 
 protected:
   bool submit(std::coroutine_handle<> h) {
+    ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
     gpu_reactor& r = current_reactor();
     r.source().arm(m_stream, m_wait.node());
     return m_wait.suspend(r.reactor(), h);
@@ -122,6 +124,7 @@ public:
         m_stream(op.m_stream) {}
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     try {
+      ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
       gpu_reactor& r = current_reactor();
       r.source().arm(m_stream, m_wait.node());
       return m_wait.suspend(r.reactor(), h);

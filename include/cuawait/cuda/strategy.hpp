@@ -59,7 +59,7 @@ public:
   //! Enqueues on `s` a marker that completes after all work enqueued on `s` so far, and
   //! fills `w.token`/`w.source_data`. Called on the awaiting thread, not under the
   //! reactor's lock. @throws cuda_error
-  virtual void arm(cudaStream_t s, detail::wait_node& w) = 0;
+  virtual void arm(cudaStream_t s, ::cuawait::detail::wait_node& w) = 0;
 
   //! The reactor to notify from completion callbacks (strategies that notify).
   virtual void attach(completion_reactor* r) noexcept { (void)r; }

@@ -9,10 +9,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <source_location>
 #include <string>
 
 namespace cuawait::detail {
+
+//! Capture regions open in the process (cuawait's `capture_region`s). While it is zero,
+//! awaitables skip the driver query below: the check costs nothing outside captures.
+//! Captures begun with the raw CUDA API are not counted and not detected.
+inline std::atomic<int> open_capture_regions{0};
 
 //! True when `s` is capturing into a graph (`cudaStreamIsCapturing`). A capture that was
 //! invalidated counts as capturing: the region is still open.
@@ -31,7 +37,7 @@ namespace cuawait::detail {
 //! @throws cuda_error with `cudaErrorStreamCaptureUnsupported`
 inline void throw_if_capturing(cudaStream_t s, const char* operation,
                                std::source_location where = std::source_location::current()) {
-  if (stream_is_capturing(s)) {
+  if (open_capture_regions.load(std::memory_order_relaxed) != 0 && stream_is_capturing(s)) {
     const std::string what = std::string("co_await ") + (operation ? operation : "operation") +
                              " inside a graph capture region (operations there are recorded, "
                              "not run: await the graph's launch after the region ends)";
