@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -253,6 +254,7 @@ class timeline_source final : public gpu_completion_source {
     std::uint64_t* word = nullptr;
     CUdeviceptr device_word = 0;
     std::uint64_t next_ticket = 0;
+    std::unique_ptr<std::mutex> mutex = std::make_unique<std::mutex>();
   };
 
 public:
@@ -263,10 +265,16 @@ public:
     }
   }
   void arm(cudaStream_t s, wait_node& w) override {
-    // One lock orders ticket numbers with the writes on each stream: two threads arming
-    // the same stream must enqueue their writes in ticket order.
-    const std::lock_guard lock(m_mutex);
-    lane& l = lane_for(s);
+    lane* lp = nullptr;
+    {
+      const std::lock_guard lock(m_mutex); // the lane table only
+      lp = &lane_for(s);
+    }
+    lane& l = *lp;
+    // Each lane's lock orders its ticket numbers with its writes (two threads arming the same
+    // stream must enqueue their writes in ticket order); arms on other streams run in
+    // parallel instead of queueing behind one driver call at a time.
+    const std::lock_guard lane_lock(*l.mutex);
     const std::uint64_t ticket = l.next_ticket + 1;
     const CUresult r = m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */);
     if (r != CUDA_SUCCESS) {
@@ -310,7 +318,7 @@ private:
     void* dev = nullptr;
     CUAWAIT_CUDA_CHECK("timeline strategy", cudaHostGetDevicePointer(&dev, l.word, 0));
     l.device_word = reinterpret_cast<CUdeviceptr>(dev);
-    return m_lanes.emplace(s, l).first->second;
+    return m_lanes.emplace(s, std::move(l)).first->second;
   }
 
   write_value64_fn m_write;
