@@ -75,6 +75,7 @@ std::size_t image_footprint(std::size_t pixels) noexcept {
 void run_coro_cpu(batch& b, std::size_t memory_budget) {
   memory_gate gate(memory_budget);
   thread_pool pool(static_cast<std::size_t>(b.config().threads));
+  b.start_clock();
   sync_wait(run_all(b, pool, gate));
 }
 

@@ -46,6 +46,10 @@ public:
   virtual ~gpu_backend() = default;
   //! Empty when a CUDA device can be used; otherwise why not.
   [[nodiscard]] virtual std::string unavailable_reason() = 0;
+  //! Creates the CUDA context on the device, so that this one-off cost (tens to hundreds of
+  //! ms) stays out of the timed run. Called once, before any engine or coroutine mode.
+  //! @throws cuda_error
+  virtual void prepare() = 0;
   //! A one-line description of the device ("NVIDIA H200, 132 SMs").
   [[nodiscard]] virtual std::string device_name() = 0;
   //! A new engine with its own stream and buffers (raw CUDA, synchronising after each step).

@@ -129,6 +129,12 @@ std::optional<bool> choose_cuda(const std::string& backend, gpu_backend* gpu) {
   return false;
 }
 
+std::string fmt_ms(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f ms", us / 1000.0);
+  return buf;
+}
+
 void write_features(const batch& b) {
   std::string text;
   for (const job_outcome& o : b.outcomes()) {
@@ -140,8 +146,42 @@ void write_features(const batch& b) {
   write_file_atomic(b.config().out_dir / features_file_name, text);
 }
 
+// Times of the untimed preparation, for the summary (µs; negative: did not happen).
+struct untimed_setup {
+  double inputs_us = -1;  // generating the synthetic inputs
+  double context_us = -1; // creating the CUDA context
+  double mode_us = -1;    // the mode's own setup (engines, streams, thread pool)
+};
+
+// What the timed region contains, said plainly, so that figures are read for what they are.
+void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
+  std::printf("  timed: each image's decode+preprocess -> %s -> postprocess%s, from the "
+              "first image's start to the last one's end\n",
+              cuda ? "upload -> GPU blur, Sobel+HOG -> download" : "blur, Sobel+HOG (CPU)",
+              b.config().write ? " (PNG encoding and writing included)" : " (no writing)");
+  std::string before;
+  auto add = [&](const std::string& what, double us, const char* after = "") {
+    if (us >= 0) {
+      before += (before.empty() ? "" : "; ") + what + fmt_ms(us) + after;
+    }
+  };
+  if (b.inputs_prepared()) {
+    add(std::to_string(b.jobs().size()) + " synthetic inputs generated into memory in ",
+        b.prepare_us(), " (standing for files on disk: decode takes them from memory)");
+  }
+  add("CUDA context ", u.context_us);
+  add("mode setup (engines, streams, threads) ", u.mode_us);
+  std::printf("  untimed, before: %s\n", before.empty() ? "nothing" : before.c_str());
+  if (!b.inputs_prepared()) {
+    std::printf("  inputs: %s\n", b.jobs().empty() || !b.jobs().front().source.empty()
+                                      ? "files; reading and decoding them is timed"
+                                      : "synthetic, too many to hold in memory: generated "
+                                        "inside the timed region");
+  }
+}
+
 void print_summary(const batch& b, const options& o, bool cuda, const std::string& device,
-                   double start_us, double end_us) {
+                   double start_us, double end_us, const untimed_setup& setup) {
   int ok = 0;
   int failed = 0;
   int skipped = 0;
@@ -151,13 +191,15 @@ void print_summary(const batch& b, const options& o, bool cuda, const std::strin
     skipped += out.done ? 0 : 1;
   }
   const double secs = (end_us - start_us) / 1e6;
-  std::printf("cuawait-images: %d images in %.2f s, %.1f images/s: %d ok, %d failed", ok + failed,
+  std::printf("cuawait-images: %d images in %.3f s, %.1f images/s: %d ok, %d failed", ok + failed,
               secs, secs > 0 ? (ok + failed) / secs : 0.0, ok, failed);
   if (skipped > 0) {
     std::printf(", %d not started (interrupted)", skipped);
   }
-  std::printf("\n  mode %s, backend %s, %d CPU threads\n", o.mode.c_str(),
-              cuda ? ("cuda (" + device + ")").c_str() : "cpu", b.config().threads);
+  std::printf("\n  mode %s, backend %s, %d CPU threads%s%s\n", o.mode.c_str(),
+              cuda ? ("cuda (" + device + ")").c_str() : "cpu", b.config().threads,
+              b.concurrency_note().empty() ? "" : "; ", b.concurrency_note().c_str());
+  print_timed_region(b, cuda, setup);
   const utilisation u = b.log().measure(start_us, end_us);
   if (cuda && u.wall_us > 0) {
     std::printf("  GPU busy %.1f%% of wall time (GPU timestamps); CPU/GPU overlap %.1f%%; "
@@ -240,8 +282,18 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   progress_reporter progress(static_cast<int>(jobs.size()), style_of(o));
   batch b(cfg, jobs, log, progress, g_stop);
   const std::string device = *cuda ? gpu->device_name() : std::string();
-  const double start_us = log.now_us();
+  // Untimed: the synthetic inputs (they stand for files already on disk) and the CUDA
+  // context. The same for every mode, so the modes compare fairly.
+  untimed_setup setup;
+  double before_run = 0;
   try {
+    b.prepare_inputs();
+    if (*cuda) {
+      const double t = log.now_us();
+      gpu->prepare();
+      setup.context_us = log.now_us() - t;
+    }
+    before_run = log.now_us();
     const engine_factory make = [&]() -> std::unique_ptr<stage_engine> {
       return *cuda ? gpu->make_engine(log) : make_cpu_engine(log);
     };
@@ -262,6 +314,9 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   }
   const double end_us = log.now_us();
   progress.finish();
+  // The timed region starts when the mode has finished its setup (see batch::start_clock).
+  const double start_us = b.clock_start_us() >= 0 ? b.clock_start_us() : before_run;
+  setup.mode_us = start_us - before_run;
 
   int status = exit_ok;
   try {
@@ -284,7 +339,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     std::fprintf(stderr, "cuawait-images: %s\n", e.what());
     status = exit_some_failed;
   }
-  print_summary(b, o, *cuda, device, start_us, end_us);
+  print_summary(b, o, *cuda, device, start_us, end_us, setup);
   std::fflush(stdout);
   for (const job_outcome& out : b.outcomes()) {
     if (out.done && !out.error.empty()) {

@@ -155,6 +155,11 @@ synthetic_kind synthetic_kind_of(int index) noexcept {
   return static_cast<synthetic_kind>(index % synthetic_kind_count);
 }
 
+int synthetic_channels(int index) noexcept {
+  const synthetic_kind kind = synthetic_kind_of(index);
+  return kind == synthetic_kind::gradient || kind == synthetic_kind::shapes ? 3 : 1;
+}
+
 const char* to_string(synthetic_kind kind) noexcept {
   switch (kind) {
   case synthetic_kind::gradient:
@@ -186,7 +191,7 @@ image8 make_synthetic(std::uint64_t seed, int index, int width, int height) {
   image8 img;
   img.width = width;
   img.height = height;
-  img.channels = (kind == synthetic_kind::gradient || kind == synthetic_kind::shapes) ? 3 : 1;
+  img.channels = synthetic_channels(index);
   img.pixels.assign(img.pixel_count() * img.channels, 0);
   switch (kind) {
   case synthetic_kind::gradient:

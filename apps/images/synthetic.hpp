@@ -22,6 +22,9 @@ inline constexpr int synthetic_kind_count = 5;
 //! The kind of the `index`-th image of a batch.
 [[nodiscard]] synthetic_kind synthetic_kind_of(int index) noexcept;
 
+//! Channels of the `index`-th image of a batch: 3 (RGB) or 1 (gray).
+[[nodiscard]] int synthetic_channels(int index) noexcept;
+
 //! A short name for `kind` ("gradient", "shapes"...).
 [[nodiscard]] const char* to_string(synthetic_kind kind) noexcept;
 

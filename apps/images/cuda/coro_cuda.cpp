@@ -161,6 +161,7 @@ void run_coro_cuda(batch& b, std::size_t memory_budget) {
   for (std::size_t k = 0; k < streams.size(); ++k) {
     ctx.lanes.push_back(b.log().add_gpu_lane("GPU stream " + std::to_string(k)));
   }
+  b.start_clock();
   rt.run(run_all(ctx));
 }
 

@@ -106,6 +106,11 @@ public:
     return {};
   }
 
+  void prepare() override {
+    // cudaFree(nullptr) is the customary way to create the primary context now.
+    CUAWAIT_CUDA_CHECK("create the CUDA context", cudaFree(nullptr));
+  }
+
   std::string device_name() override {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {

@@ -206,3 +206,23 @@ TEST(Program, BadArgumentsExitWithUsageCode) {
   EXPECT_EQ(run({"--help"}).code, ci::exit_ok);
   EXPECT_EQ(run({"some.png", "--count", "3"}).code, ci::exit_usage);
 }
+
+TEST(Program, SummarySaysWhatTheTimedRegionContains) {
+  ci::test::temp_dir dir("timed");
+  const run_result r = run({"--backend=cpu", "--no-write", "-q", "--count", "3", "--size", "16",
+                            "-o", (dir.path() / "out").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("timed: each image's decode+preprocess"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("untimed, before: 3 synthetic inputs generated into memory"),
+            std::string::npos)
+      << r.out;
+  // Files are read and decoded inside the timed region: nothing is prepared for them.
+  const auto png = ci::encode_png(ci::make_synthetic(3, 0, 16, 16));
+  dir.write("in/a.png", std::string(png.begin(), png.end()));
+  const run_result f = run({"--backend=cpu", "--no-write", "-q", (dir.path() / "in").string(), "-o",
+                            (dir.path() / "out").string()});
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(f.out.find("synthetic inputs generated"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("inputs: files; reading and decoding them is timed"), std::string::npos)
+      << f.out;
+}

@@ -23,6 +23,7 @@ TEST(Synthetic, TheBatchCyclesThroughVariedKinds) {
     EXPECT_EQ(img.width, 64);
     EXPECT_EQ(img.height, 48);
     EXPECT_EQ(img.pixels.size(), img.pixel_count() * img.channels);
+    EXPECT_EQ(img.channels, ci::synthetic_channels(i)); // what prepare_inputs budgets for
     const std::set<std::uint8_t> values(img.pixels.begin(), img.pixels.end());
     EXPECT_GE(values.size(), 2U) << ci::synthetic_name(i); // never a flat image
     names.insert(ci::to_string(ci::synthetic_kind_of(i)));
