@@ -40,10 +40,10 @@ namespace cuawait::images {
 //! Decodes PGM/PPM bytes (P2, P3, P5, P6; maxval up to 65535). @throws image_error
 [[nodiscard]] image8 decode_pnm(std::span<const std::uint8_t> bytes, const decode_limits& limits);
 
-//! Encodes `img` (1 or 3 channels) as PNG. `level` is the zlib level (0-9); the pipeline
-//! uses a fast one because its edge images are mostly flat.
+//! Encodes `img` (1 or 3 channels) as PNG, without row filters. `level` is the zlib level
+//! (0-9); the pipeline uses a fast one because its edge images are mostly flat.
 //! @throws std::runtime_error when libpng fails (out of memory)
-[[nodiscard]] std::vector<std::uint8_t> encode_png(const image8& img, int level = 2);
+[[nodiscard]] std::vector<std::uint8_t> encode_png(const image8& img, int level = 1);
 
 //! Encodes `img` as binary PGM (1 channel) or PPM (3 channels).
 [[nodiscard]] std::vector<std::uint8_t> encode_pnm(const image8& img);

@@ -24,7 +24,13 @@ void progress_reporter::image_done(const std::string& name, const std::string& e
                  m_total, name.c_str());
   }
   if (m_style == progress_style::bar) {
-    draw_bar();
+    const auto now = std::chrono::steady_clock::now();
+    if (!error.empty() || m_done == m_total || now - m_last_draw >= std::chrono::milliseconds(50)) {
+      m_last_draw = now;
+      draw_bar();
+    } else {
+      return; // nothing written
+    }
   }
   std::fflush(m_out);
 }

@@ -22,7 +22,9 @@ public:
   progress_reporter(int total, progress_style style, std::FILE* out = stderr);
 
   //! Reports one image done. `error` empty means success; otherwise one line
-  //! "cuawait-images: NAME: ERROR" is printed whatever the style.
+  //! "cuawait-images: NAME: ERROR" is printed whatever the style. The bar is redrawn at
+  //! most every 50 ms (and for the last image), so thousands of images a second do not
+  //! queue their pool threads behind terminal writes.
   void image_done(const std::string& name, const std::string& error);
 
   //! Prints a line above the bar (e.g. a warning), keeping the bar intact.
@@ -44,6 +46,7 @@ private:
   progress_style m_style;
   std::FILE* m_out;
   std::chrono::steady_clock::time_point m_start;
+  std::chrono::steady_clock::time_point m_last_draw{};
   std::mutex m_mutex;
 };
 

@@ -189,3 +189,30 @@ TEST(Stages, TinyImagesWork) {
   const ci::image_result r = ci::process_cpu(step_image(2, 3, 1));
   EXPECT_EQ(r.edges.size(), 6U);
 }
+
+// to_gray runs vectorised loops (and an AVX2 clone where the CPU has one): they must give
+// the documented scalar formula's bits for every possible pixel, tails included.
+TEST(Stages, GrayscaleIsTheScalarFormulaBitForBitForEveryPixelValue) {
+  ci::image8 gray{256 + 7, 1, 1, std::vector<std::uint8_t>(256 + 7)};
+  for (std::size_t i = 0; i < gray.pixels.size(); ++i) {
+    gray.pixels[i] = static_cast<std::uint8_t>(i * 77);
+  }
+  const ci::gray_image g = ci::to_gray(gray);
+  for (std::size_t i = 0; i < gray.pixels.size(); ++i) {
+    ASSERT_EQ(g.pixels[i], static_cast<float>(gray.pixels[i]) / 255.0f) << i;
+  }
+  const std::size_t n = (std::size_t{1} << 24) + 5; // every (r, g, b), then a tail
+  ci::image8 rgb{static_cast<int>(n), 1, 3, std::vector<std::uint8_t>(3 * n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    rgb.pixels[3 * i] = static_cast<std::uint8_t>(i >> 16);
+    rgb.pixels[3 * i + 1] = static_cast<std::uint8_t>(i >> 8);
+    rgb.pixels[3 * i + 2] = static_cast<std::uint8_t>(i);
+  }
+  const ci::gray_image c = ci::to_gray(rgb);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t* p = &rgb.pixels[3 * i];
+    const float v = 0.299f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]) +
+                    0.114f * static_cast<float>(p[2]);
+    ASSERT_EQ(c.pixels[i], v / 255.0f) << i;
+  }
+}
