@@ -22,17 +22,16 @@ public:
     return m_input;
   }
 
-  image_result process(int width, int height, int image) override {
+  result_view process(int width, int height, int image) override {
     const scoped_span span(m_log, image, "cpu stages");
     const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
     m_tmp.resize(n);
     m_blurred.resize(n);
+    m_edges.resize(n);
     blur(m_input.data(), m_tmp.data(), m_blurred.data(), width, height);
-    image_result r{width, height, std::vector<std::uint8_t>(n), {}};
     std::array<double, feature_count> hist{};
-    edges_and_histogram(m_blurred.data(), width, height, r.edges.data(), hist);
-    r.features = to_features(hist);
-    return r;
+    edges_and_histogram(m_blurred.data(), width, height, m_edges.data(), hist);
+    return {width, height, std::span(m_edges.data(), n), to_features(hist)};
   }
 
 private:
@@ -40,6 +39,7 @@ private:
   std::vector<float> m_input;
   std::vector<float> m_tmp;
   std::vector<float> m_blurred;
+  std::vector<std::uint8_t> m_edges;
 };
 
 } // namespace
@@ -104,7 +104,7 @@ void batch::start_clock() {
 
 void batch::preprocess(const image8& img, std::span<float> out) const { to_gray(img, out); }
 
-void batch::finish(int i, const image_result& result) {
+void batch::finish(int i, const result_view& result) {
   const scoped_span span(m_log, i, "postprocess");
   const job& j = m_jobs[static_cast<std::size_t>(i)];
   if (m_config.write) {
@@ -138,7 +138,7 @@ void batch::run_job(int i, stage_engine& engine) {
       in = engine.input(img.pixel_count());
       preprocess(img, in);
     }
-    const image_result r = engine.process(w, h, i);
+    const result_view r = engine.process(w, h, i);
     finish(i, r);
   } catch (const std::exception& e) {
     fail(i, e.what());

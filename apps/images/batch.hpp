@@ -78,7 +78,7 @@ public:
   //! Last stage (CPU): writes the edge image (unless writing is off), keeps the record and
   //! reports progress. Records a span.
   //! @throws std::runtime_error when the file cannot be written
-  void finish(int i, const image_result& result);
+  void finish(int i, const result_view& result);
 
   //! Marks job `i` as failed with `reason` and reports it.
   void fail(int i, const std::string& reason);

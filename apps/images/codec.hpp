@@ -45,6 +45,12 @@ namespace cuawait::images {
 //! @throws std::runtime_error when libpng fails (out of memory)
 [[nodiscard]] std::vector<std::uint8_t> encode_png(const image8& img, int level = 1);
 
+//! `encode_png` of `width` x `height` pixels of `channels` (1 or 3) bytes, rows packed, in
+//! `pixels` (at least width * height * channels bytes; read, not copied).
+//! @throws std::runtime_error when libpng fails; std::invalid_argument when `pixels` is short
+[[nodiscard]] std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width,
+                                                   int height, int channels, int level = 1);
+
 //! Encodes `img` as binary PGM (1 channel) or PPM (3 channels).
 [[nodiscard]] std::vector<std::uint8_t> encode_pnm(const image8& img);
 

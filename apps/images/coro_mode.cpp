@@ -11,6 +11,9 @@
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
 
+#include <algorithm>
+#include <string>
+
 namespace cuawait::images {
 namespace {
 
@@ -50,7 +53,7 @@ task<void> process_on_cpu(batch& b, int i, thread_pool& pool, memory_gate& gate)
     }
     gray = {};
     co_await pool.schedule();
-    b.finish(i, result);
+    b.finish(i, result.view());
   } catch (const std::exception& e) {
     b.fail(i, e.what());
   }
@@ -72,9 +75,38 @@ std::size_t image_footprint(std::size_t pixels) noexcept {
   return pixels * (3 + 3 * sizeof(float) + 1);
 }
 
+std::size_t gpu_image_footprint(std::size_t pixels) noexcept {
+  return pixels * (3 + sizeof(float) + 3 * sizeof(float) + 1 + 1);
+}
+
+std::size_t default_memory_budget(int threads) noexcept {
+  return std::max<std::size_t>(512, 96 * static_cast<std::size_t>(std::max(1, threads))) << 20;
+}
+
+std::size_t default_stream_count(int threads) noexcept {
+  return std::clamp<std::size_t>(2 * static_cast<std::size_t>(std::max(1, threads)), 8, 32);
+}
+
+std::string in_flight_note(const batch& b, std::size_t memory_budget, std::size_t footprint) {
+  const std::string budget = "memory budget " + std::to_string(memory_budget >> 20) + " MiB";
+  const bool synthetic = !b.jobs().empty() && b.jobs().front().source.empty();
+  if (!synthetic || footprint == 0) {
+    return budget + " bounds the images in flight";
+  }
+  const std::size_t images = std::max<std::size_t>(
+      1, memory_budget /
+             (memory_gate::unit * ((footprint + memory_gate::unit - 1) / memory_gate::unit)));
+  return "up to " + std::to_string(std::min(images, b.jobs().size())) + " images in flight (" +
+         budget + ")";
+}
+
 void run_coro_cpu(batch& b, std::size_t memory_budget) {
   memory_gate gate(memory_budget);
   thread_pool pool(static_cast<std::size_t>(b.config().threads));
+  b.set_concurrency_note(
+      in_flight_note(b, memory_budget,
+                     image_footprint(static_cast<std::size_t>(b.config().width) *
+                                     static_cast<std::size_t>(b.config().height))));
   b.start_clock();
   sync_wait(run_all(b, pool, gate));
 }

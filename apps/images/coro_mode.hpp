@@ -9,6 +9,7 @@
 #include "batch.hpp"
 
 #include <cstddef>
+#include <string>
 
 namespace cuawait::images {
 
@@ -17,8 +18,27 @@ namespace cuawait::images {
 //! through). Returns when all jobs are done or skipped after a stop.
 void run_coro_cpu(batch& b, std::size_t memory_budget);
 
-//! Bytes of working buffers the pipeline holds for an image of `pixels` pixels (input,
+//! Bytes of working buffers the CPU pipeline holds for an image of `pixels` pixels (input,
 //! intermediate and output buffers), the unit of the memory budget.
 [[nodiscard]] std::size_t image_footprint(std::size_t pixels) noexcept;
+
+//! Bytes the GPU coroutine mode holds for an image of `pixels` pixels: the decoded image,
+//! pinned input and edge bytes, device input, blur temporary, blurred image and edges.
+[[nodiscard]] std::size_t gpu_image_footprint(std::size_t pixels) noexcept;
+
+//! The default memory budget of the coroutine mode for `threads` CPU threads: 96 MiB per
+//! thread, at least 512 MiB. Enough images in flight that every thread has CPU stages to
+//! run while the GPU works through a queue of others: about 4.5 one-megapixel images per
+//! thread on the GPU (21 MiB each), 6 on the CPU backend (16 MiB each).
+[[nodiscard]] std::size_t default_memory_budget(int threads) noexcept;
+
+//! The default number of streams of the GPU coroutine mode: two per CPU thread, at least
+//! 8 and at most 32 (more streams than that only add scheduling work on the GPU).
+[[nodiscard]] std::size_t default_stream_count(int threads) noexcept;
+
+//! "up to N images in flight (memory budget M MiB)" for the summary; N is computed for the
+//! synthetic image size, or left out for a batch of files of varied sizes.
+[[nodiscard]] std::string in_flight_note(const batch& b, std::size_t memory_budget,
+                                         std::size_t footprint);
 
 } // namespace cuawait::images

@@ -30,9 +30,10 @@ public:
   [[nodiscard]] virtual std::span<float> input(std::size_t pixels) = 0;
 
   //! Runs the stages on the `width` x `height` image in `input()`; `image` is the job index
-  //! for the trace. Records its spans in the engine's trace log.
+  //! for the trace. Records its spans in the engine's trace log. The result points into
+  //! the engine's buffers: valid until the next call of `input` or `process`.
   //! @throws std::runtime_error (cuda_error for the CUDA engine)
-  [[nodiscard]] virtual image_result process(int width, int height, int image) = 0;
+  [[nodiscard]] virtual result_view process(int width, int height, int image) = 0;
 };
 
 //! The CPU reference engine; records its work as a "cpu stages" span on the calling
@@ -57,9 +58,10 @@ public:
   //! @throws cuda_error
   [[nodiscard]] virtual std::unique_ptr<stage_engine> make_engine(trace_log& log) = 0;
   //! The coroutine mode on the GPU: one coroutine per image of `b`, at most
-  //! `memory_budget` bytes of image buffers in flight.
+  //! `memory_budget` bytes of image buffers in flight, over a pool of `streams` streams
+  //! (0: `default_stream_count`).
   //! @throws cuda_error when the device cannot be set up
-  virtual void run_coro(batch& b, std::size_t memory_budget) = 0;
+  virtual void run_coro(batch& b, std::size_t memory_budget, std::size_t streams) = 0;
 };
 
 } // namespace cuawait::images

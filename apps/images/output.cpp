@@ -69,7 +69,7 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view tex
                     std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
-std::string feature_record(std::string_view name, const image_result& result) {
+std::string feature_record(std::string_view name, const result_view& result) {
   std::string out = "{\"file\":";
   append_json_string(out, name);
   out += ",\"width\":" + std::to_string(result.width) +
@@ -86,9 +86,8 @@ std::string feature_record(std::string_view name, const image_result& result) {
   return out;
 }
 
-std::vector<std::uint8_t> edge_png(const image_result& result) {
-  image8 img{result.width, result.height, 1, result.edges};
-  return encode_png(img);
+std::vector<std::uint8_t> edge_png(const result_view& result) {
+  return encode_png(result.edges, result.width, result.height, 1);
 }
 
 } // namespace cuawait::images

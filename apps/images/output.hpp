@@ -26,9 +26,9 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view tex
 
 //! The JSON Lines record of one image (no trailing newline):
 //! {"file":NAME,"width":W,"height":H,"cells":4,"bins":9,"hog":[144 numbers]}
-[[nodiscard]] std::string feature_record(std::string_view name, const image_result& result);
+[[nodiscard]] std::string feature_record(std::string_view name, const result_view& result);
 
 //! The edge image of `result` as PNG bytes.
-[[nodiscard]] std::vector<std::uint8_t> edge_png(const image_result& result);
+[[nodiscard]] std::vector<std::uint8_t> edge_png(const result_view& result);
 
 } // namespace cuawait::images

@@ -38,7 +38,8 @@ struct options {
   std::string timeline;
   std::string progress = "auto";
   bool quiet = false;
-  std::size_t memory_budget_mib = 512;
+  std::size_t memory_budget_mib = 0; // 0: default_memory_budget(threads)
+  std::size_t streams = 0;           // 0: default_stream_count(threads)
   std::uint64_t max_pixels = decode_limits{}.max_pixels;
   std::uint64_t max_file_mib = decode_limits{}.max_file_bytes >> 20;
 };
@@ -88,9 +89,12 @@ void define_options(CLI::App& app, options& o) {
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Same as --progress=none (failures are still reported)");
   app.add_option("--memory-budget", o.memory_budget_mib,
-                 "coro mode: MiB of image buffers in flight")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+                 "coro mode: MiB of image buffers in flight (default: 96 per thread, at least "
+                 "512)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--streams", o.streams,
+                 "coro mode on the GPU: streams in the pool (default: 2 per thread, 8 to 32)")
+      ->check(CLI::Range(1, 256));
   app.add_option("--max-pixels", o.max_pixels, "Refuse images with more pixels")
       ->capture_default_str();
   app.add_option("--max-file-size", o.max_file_mib, "Refuse files larger than this (MiB)")
@@ -297,13 +301,14 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     const engine_factory make = [&]() -> std::unique_ptr<stage_engine> {
       return *cuda ? gpu->make_engine(log) : make_cpu_engine(log);
     };
-    const std::size_t budget = o.memory_budget_mib << 20;
+    const std::size_t budget =
+        o.memory_budget_mib > 0 ? o.memory_budget_mib << 20 : default_memory_budget(cfg.threads);
     if (o.mode == "sync") {
       b.run_sync(make);
     } else if (o.mode == "threads") {
       b.run_threads(make);
     } else if (*cuda) {
-      gpu->run_coro(b, budget);
+      gpu->run_coro(b, budget, o.streams);
     } else {
       run_coro_cpu(b, budget);
     }

@@ -18,12 +18,26 @@ namespace cuawait::images {
 //! The 144 histogram sums of an image (see pixel_math.hpp for the layout).
 using feature_vector = std::array<float, feature_count>;
 
-//! What the pipeline computes for one image.
+//! What the pipeline computes for one image, as a view into buffers owned elsewhere (an
+//! engine's, or pinned host memory the GPU copied into), so the postprocess reads the
+//! results where they landed instead of copying a megabyte per image first. Valid while
+//! those buffers are.
+struct result_view {
+  int width = 0;
+  int height = 0;
+  std::span<const std::uint8_t> edges; //!< width * height edge bytes
+  feature_vector features{};
+};
+
+//! What the pipeline computes for one image, owning its edge bytes.
 struct image_result {
   int width = 0;
   int height = 0;
   std::vector<std::uint8_t> edges; //!< width * height edge bytes
   feature_vector features{};
+
+  //! A view of this result, valid while it lives and is not modified.
+  [[nodiscard]] result_view view() const noexcept { return {width, height, edges, features}; }
 };
 
 //! Sobel gradients and magnitudes of an image, one value per pixel (for tests and tools).

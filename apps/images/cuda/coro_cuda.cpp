@@ -26,9 +26,6 @@
 namespace cuawait::images {
 namespace {
 
-//! Streams in the pool: enough for copies of some images to overlap kernels of others.
-constexpr std::size_t stream_count = 8;
-
 // Timing events around the four GPU steps of one image (five marks).
 class step_marks {
 public:
@@ -76,47 +73,73 @@ std::size_t expected_pixels(const batch& b, int i) {
   return size ? static_cast<std::size_t>(size->first) * static_cast<std::size_t>(size->second) : 0;
 }
 
-// The GPU part of one image: upload, blur, Sobel + histogram, download, awaited once.
-task<image_result> gpu_stages(gpu_context& ctx, int i, const image8& img) {
-  const int w = img.width;
-  const int h = img.height;
-  const std::size_t n = img.pixel_count();
-  cuda::stream_lease s = co_await ctx.streams.acquire();
-  // Buffers are released in stream order on `s`, so none is reused under its own work.
-  cuda::pinned_buffer<float> host_in(n, s);
-  {
-    const scoped_span span(ctx.b.log(), i, "preprocess");
-    ctx.b.preprocess(img, std::span<float>(host_in.data(), n));
-  }
-  cuda::device_buffer<float> in(n, s);
-  cuda::device_buffer<float> tmp(n, s);
-  cuda::device_buffer<float> blurred(n, s);
-  cuda::device_buffer<std::uint8_t> edges(n, s);
-  cuda::device_buffer<double> hist(feature_count, s);
-  cuda::pinned_buffer<std::uint8_t> host_edges(n, s);
-  cuda::pinned_buffer<double> host_hist(feature_count, s);
-  step_marks marks;
+// The buffers of one image's GPU steps, allocated in stream order on its stream (and so
+// never reused under its own work). Pinned host memory is pooled, device memory comes from
+// the stream-ordered pool: no cudaMalloc/cudaHostAlloc on the hot path once warm.
+struct gpu_buffers {
+  gpu_buffers(std::size_t n, cuda::stream_ref s)
+      : in(n, s), tmp(n, s), blurred(n, s), edges(n, s), hist(feature_count, s), host_edges(n, s),
+        host_hist(feature_count, s) {}
+  cuda::device_buffer<float> in;
+  cuda::device_buffer<float> tmp;
+  cuda::device_buffer<float> blurred;
+  cuda::device_buffer<std::uint8_t> edges;
+  cuda::device_buffer<double> hist;
+  cuda::pinned_buffer<std::uint8_t> host_edges;
+  cuda::pinned_buffer<double> host_hist;
+};
+
+// Enqueues upload, blur, Sobel + histogram and download on `s` between timing marks.
+void enqueue_steps(cuda::stream_ref s, cuda::pinned_buffer<float>& host_in, gpu_buffers& d, int w,
+                   int h, step_marks& marks) {
   marks.mark(0, s);
-  (void)s.copy(in, host_in);
+  (void)s.copy(d.in, host_in);
   marks.mark(1, s);
-  gpu::launch_blur(in.data(), tmp.data(), blurred.data(), w, h, s.get());
+  gpu::launch_blur(d.in.data(), d.tmp.data(), d.blurred.data(), w, h, s.get());
   marks.mark(2, s);
-  gpu::launch_sobel_hog(blurred.data(), w, h, edges.data(), hist.data(), s.get());
+  gpu::launch_sobel_hog(d.blurred.data(), w, h, d.edges.data(), d.hist.data(), s.get());
   marks.mark(3, s);
-  (void)s.copy(host_edges, edges);
-  (void)s.copy(host_hist, hist);
+  (void)s.copy(d.host_edges, d.edges);
+  (void)s.copy(d.host_hist, d.hist);
   marks.mark(4, s);
+}
+
+// One image, start to end, as the sequential pipeline it is.
+task<void> run_image(gpu_context& ctx, int i) {
+  // CPU: decode and preprocess into pinned memory BEFORE taking a stream, so that a stream
+  // is only ever held by GPU work and 16 threads can preprocess while the streams are busy.
+  int w = 0;
+  int h = 0;
+  cuda::pinned_buffer<float> host_in;
+  {
+    image8 img;
+    {
+      const scoped_span span(ctx.b.log(), i, "decode");
+      img = ctx.b.load(i);
+    }
+    w = img.width;
+    h = img.height;
+    host_in = cuda::pinned_buffer<float>(img.pixel_count());
+    const scoped_span span(ctx.b.log(), i, "preprocess");
+    ctx.b.preprocess(img, host_in.span());
+  }
+  const std::size_t n = host_in.size();
+  cuda::stream_lease s = co_await ctx.streams.acquire();
+  host_in.set_stream(s); // from now on its release waits for the upload
+  gpu_buffers d(n, s);
+  step_marks marks;
+  enqueue_steps(s, host_in, d, w, h, marks);
   co_await s; // one completion for the whole sequence; the thread serves other images
+  host_in.reset(); // back to the pool while this image still holds `s` (its fence is then ours)
   const int lane = ctx.lanes[s.index()];
   const char* names[] = {"H2D", "blur", "sobel+hog", "D2H"};
   for (int k = 0; k < 4; ++k) {
     ctx.timeline.record(lane, i, names[k], marks[k], marks[k + 1]);
   }
-  image_result r{w, h, std::vector<std::uint8_t>(host_edges.data(), host_edges.data() + n), {}};
   std::array<double, feature_count> sums{};
-  std::memcpy(sums.data(), host_hist.data(), sizeof sums);
-  r.features = to_features(sums);
-  co_return r;
+  std::memcpy(sums.data(), d.host_hist.data(), sizeof sums);
+  // CPU postprocess on the pool, reading the edge bytes where the GPU put them.
+  ctx.b.finish(i, {w, h, std::span<const std::uint8_t>(d.host_edges.data(), n), to_features(sums)});
 }
 
 task<void> process_on_gpu(gpu_context& ctx, int i) {
@@ -124,17 +147,11 @@ task<void> process_on_gpu(gpu_context& ctx, int i) {
   if (ctx.b.stopping()) {
     co_return;
   }
-  memory_gate::share share = co_await ctx.gate.acquire(image_footprint(expected_pixels(ctx.b, i)));
+  memory_gate::share share =
+      co_await ctx.gate.acquire(gpu_image_footprint(expected_pixels(ctx.b, i)));
   co_await ctx.rt.pool().schedule(); // never continue nested inside another image's release
   try {
-    image8 img;
-    {
-      const scoped_span span(ctx.b.log(), i, "decode");
-      img = ctx.b.load(i);
-    }
-    const image_result result = co_await gpu_stages(ctx, i, img);
-    img = {};
-    ctx.b.finish(i, result); // resumed on the pool: the CPU postprocess runs there
+    co_await run_image(ctx, i);
   } catch (const std::exception& e) {
     ctx.b.fail(i, e.what());
   }
@@ -150,10 +167,13 @@ task<void> run_all(gpu_context& ctx) {
 
 } // namespace
 
-void run_coro_cuda(batch& b, std::size_t memory_budget) {
+void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count) {
   runtime_options options;
   options.threads = static_cast<std::size_t>(b.config().threads);
   runtime rt(options);
+  if (stream_count == 0) {
+    stream_count = default_stream_count(b.config().threads);
+  }
   cuda::stream_pool streams(stream_count);
   memory_gate gate(memory_budget);
   const gpu::gpu_timeline timeline(b.log(), streams.at(0).get());
@@ -161,6 +181,9 @@ void run_coro_cuda(batch& b, std::size_t memory_budget) {
   for (std::size_t k = 0; k < streams.size(); ++k) {
     ctx.lanes.push_back(b.log().add_gpu_lane("GPU stream " + std::to_string(k)));
   }
+  b.set_concurrency_note(
+      in_flight_note(b, memory_budget, gpu_image_footprint(expected_pixels(b, 0))) + ", " +
+      std::to_string(stream_count) + " streams");
   b.start_clock();
   rt.run(run_all(ctx));
 }

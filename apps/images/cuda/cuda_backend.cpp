@@ -11,6 +11,7 @@
 #include <cuawait/cuda/error.hpp>
 #include <cuawait/cuda/stream.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -18,7 +19,7 @@
 namespace cuawait::images {
 
 // Defined in coro_cuda.cpp: the coroutine mode on the GPU.
-void run_coro_cuda(batch& b, std::size_t memory_budget);
+void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t streams);
 
 namespace gpu {
 namespace {
@@ -31,7 +32,7 @@ public:
     return {static_cast<float*>(m_host_in.reserve(pixels * sizeof(float))), pixels};
   }
 
-  image_result process(int w, int h, int image) override {
+  result_view process(int w, int h, int image) override {
     const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
     reserve(n);
     const cudaStream_t s = m_stream.get();
@@ -53,12 +54,10 @@ public:
                                                      sizeof(double) * feature_count,
                                                      cudaMemcpyDeviceToHost, s));
     });
-    image_result r{w, h, std::vector<std::uint8_t>(n), {}};
-    std::memcpy(r.edges.data(), m_host_edges.as<std::uint8_t>(), n);
     std::array<double, feature_count> hist{};
     std::memcpy(hist.data(), m_host_hist.as<double>(), sizeof hist);
-    r.features = to_features(hist);
-    return r;
+    return {w, h, std::span<const std::uint8_t>(m_host_edges.as<std::uint8_t>(), n),
+            to_features(hist)};
   }
 
 private:
@@ -129,7 +128,9 @@ public:
     return std::make_unique<cuda_engine>(log, lane);
   }
 
-  void run_coro(batch& b, std::size_t memory_budget) override { run_coro_cuda(b, memory_budget); }
+  void run_coro(batch& b, std::size_t memory_budget, std::size_t streams) override {
+    run_coro_cuda(b, memory_budget, streams);
+  }
 
 private:
   std::mutex m_mutex;
@@ -139,6 +140,12 @@ private:
 } // namespace
 } // namespace gpu
 
-std::unique_ptr<gpu_backend> make_cuda_backend() { return std::make_unique<gpu::cuda_backend>(); }
+std::unique_ptr<gpu_backend> make_cuda_backend() {
+  // The coroutine mode runs up to 32 streams; with CUDA's default of 8 hardware queues,
+  // streams k and k+8 would share one and falsely wait for each other. Must be set before
+  // the context exists; a value the user set wins.
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  return std::make_unique<gpu::cuda_backend>();
+}
 
 } // namespace cuawait::images

@@ -2,6 +2,7 @@
 // The CPU backend end to end: run_program on small batches, in every mode, with bad inputs.
 
 #include "codec.hpp"
+#include "coro_mode.hpp"
 #include "program.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -216,6 +217,8 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
   EXPECT_NE(r.out.find("untimed, before: 3 synthetic inputs generated into memory"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("up to 3 images in flight (memory budget 512 MiB)"), std::string::npos)
+      << r.out; // the default budget lets the whole small batch in
   // Files are read and decoded inside the timed region: nothing is prepared for them.
   const auto png = ci::encode_png(ci::make_synthetic(3, 0, 16, 16));
   dir.write("in/a.png", std::string(png.begin(), png.end()));
@@ -225,4 +228,15 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
   EXPECT_EQ(f.out.find("synthetic inputs generated"), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("inputs: files; reading and decoding them is timed"), std::string::npos)
       << f.out;
+}
+
+TEST(Program, CoroDefaultsScaleWithTheThreads) {
+  EXPECT_EQ(ci::default_memory_budget(2), std::size_t{512} << 20);
+  EXPECT_EQ(ci::default_memory_budget(16), std::size_t{1536} << 20);
+  EXPECT_EQ(ci::default_stream_count(2), 8U);
+  EXPECT_EQ(ci::default_stream_count(16), 32U);
+  EXPECT_EQ(ci::default_stream_count(128), 32U);
+  // At 16 threads, about 4.5 one-megapixel images per thread fit on the GPU path.
+  const std::size_t mp = std::size_t{1} << 20;
+  EXPECT_GE(ci::default_memory_budget(16) / ci::gpu_image_footprint(mp), 64U);
 }
