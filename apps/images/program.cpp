@@ -36,6 +36,7 @@ struct options {
   bool no_write = false;
   std::string trace;
   std::string timeline;
+  double timeline_ms = 0;
   std::string progress = "auto";
   bool quiet = false;
   std::size_t memory_budget_mib = 0; // 0: default_memory_budget(threads)
@@ -84,6 +85,10 @@ void define_options(CLI::App& app, options& o) {
   app.add_flag("--no-write", o.no_write, "Do not write edge images or features");
   app.add_option("--trace", o.trace, "Write a Chrome/Perfetto trace (JSON) of every stage");
   app.add_option("--timeline", o.timeline, "Write an SVG timeline of CPU threads and GPU streams");
+  app.add_option("--timeline-ms", o.timeline_ms,
+                 "Timeline: length of the time axis in ms (the same value for two runs draws "
+                 "them to the same scale); default: the run's wall time")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--progress", o.progress, "auto (bar on a terminal), bar, lines, none")
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
       ->capture_default_str();
@@ -336,9 +341,15 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
       write_file_atomic(o.trace, chrome_trace_json(log, names));
     }
     if (!o.timeline.empty()) {
-      write_file_atomic(o.timeline,
-                        timeline_svg(log, "cuawait-images --mode=" + o.mode +
-                                              " --backend=" + (*cuda ? "cuda" : "cpu")));
+      timeline_options t;
+      t.title = "cuawait-images --mode=" + o.mode + " --backend=" + (*cuda ? "cuda" : "cpu") +
+                ", " + std::to_string(cfg.threads) + " CPU threads" +
+                (*cuda ? ", " + device : std::string());
+      t.image_names = names;
+      t.start_us = start_us;
+      t.end_us = end_us;
+      t.axis_ms = o.timeline_ms;
+      write_file_atomic(o.timeline, timeline_svg(log, t));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuawait-images: %s\n", e.what());

@@ -99,7 +99,20 @@ private:
 [[nodiscard]] std::string chrome_trace_json(const trace_log& log,
                                             const std::vector<std::string>& image_names);
 
-//! Draws the lanes as an SVG timeline: one row per CPU thread and GPU stream.
-[[nodiscard]] std::string timeline_svg(const trace_log& log, const std::string& title);
+//! What `timeline_svg` draws.
+struct timeline_options {
+  std::string title;                    //!< first line of the picture
+  std::vector<std::string> image_names; //!< for the tooltips; may be empty
+  double start_us = -1;                 //!< left edge (log time); < 0: the first span
+  double end_us = -1;                   //!< right edge; < 0: the last span
+  double axis_ms = 0;                   //!< > 0: the plot spans this many ms, so that two
+                                        //!< timelines drawn with the same value compare
+};
+
+//! Draws the lanes as an SVG timeline, readable at a glance for tens of images: CPU threads
+//! first, then GPU streams (lanes without spans left out), each labelled; a time axis in
+//! ms with grid lines; spans coloured by stage and numbered by image where wide enough,
+//! with a tooltip each; and a legend of the stages that occur.
+[[nodiscard]] std::string timeline_svg(const trace_log& log, const timeline_options& options);
 
 } // namespace cuawait::images

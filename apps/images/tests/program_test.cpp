@@ -198,6 +198,17 @@ TEST(Program, NoWriteLeavesNoOutputsAndTraceAndTimelineAreWritten) {
   ASSERT_FALSE(s.empty());
   EXPECT_EQ(s.front().rfind("<svg", 0), 0U);
   EXPECT_EQ(s.back(), "</svg>");
+  const std::string svg_text = [&] {
+    std::string all;
+    for (const std::string& line : s) {
+      all += line + "\n";
+    }
+    return all;
+  }();
+  EXPECT_NE(svg_text.find(">0 ms</text>"), std::string::npos);             // a time axis in ms
+  EXPECT_NE(svg_text.find(">CPU thread 0</text>"), std::string::npos);     // labelled lanes
+  EXPECT_NE(svg_text.find(">cpu stages (CPU)</text>"), std::string::npos); // a legend...
+  EXPECT_EQ(svg_text.find(">H2D (GPU)</text>"), std::string::npos); // ...of stages that occur
 }
 
 TEST(Program, BadArgumentsExitWithUsageCode) {
