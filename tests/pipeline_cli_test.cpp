@@ -25,15 +25,15 @@ struct parsed {
   std::string err;
 };
 
-parsed parse(std::vector<std::string> args) {
+parsed parse(std::vector<std::string> args,
+             const std::vector<mode_description>& modes = test_modes) {
   args.insert(args.begin(), "cuawait-bench-pipeline");
   std::vector<const char*> argv;
   for (const std::string& a : args) {
     argv.push_back(a.c_str());
   }
   std::ostringstream out, err;
-  parsed p{
-      parse_command_line(static_cast<int>(argv.size()), argv.data(), test_modes, out, err), {}, {}};
+  parsed p{parse_command_line(static_cast<int>(argv.size()), argv.data(), modes, out, err), {}, {}};
   p.out = out.str();
   p.err = err.str();
   return p;
@@ -121,10 +121,71 @@ TEST(PipelineCli, HelpExplainsEveryOptionAndModeAndExitsZero) {
   const parsed p = parse({"--help"});
   EXPECT_FALSE(p.outcome.opts.has_value());
   EXPECT_EQ(p.outcome.exit_code, 0);
-  for (const char* s : {"--preset", "--jobs", "--bytes", "--iters", "--cpu-us", "--concurrency",
-                        "--threads", "--modes", "--json", "--svg", "--quick", "--scaling",
-                        "sync_per_op", "coro_batched", "W3"}) {
+  for (const char* s :
+       {"--preset", "--jobs", "--bytes", "--iters", "--cpu-us", "--concurrency", "--threads",
+        "--modes", "--json", "--svg", "--quick", "--scaling", "--batch", "--batch-wait-us",
+        "--batch-in-flight", "--batch-streams", "sync_per_op", "coro_batched", "W3"}) {
     EXPECT_NE(p.out.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(PipelineCli, BatchKnobsDefaultToAutomaticSizeTwentyMicrosecondsSixteenInFlightFourStreams) {
+  const parsed p = parse({});
+  ASSERT_TRUE(p.outcome.opts);
+  const batch_knobs& b = p.outcome.opts->batch;
+  EXPECT_EQ(b.max_batch, 0);
+  EXPECT_DOUBLE_EQ(b.wait_us, 20);
+  EXPECT_EQ(b.in_flight, 16);
+  EXPECT_EQ(b.streams, 4);
+}
+
+TEST(PipelineCli, BatchKnobsAreTakenFromTheCommandLine) {
+  const parsed p = parse({"--batch", "48", "--batch-wait-us", "7.5", "--batch-in-flight", "12",
+                          "--batch-streams", "8", "--preset", "W3"});
+  ASSERT_TRUE(p.outcome.opts) << p.err;
+  const batch_knobs& b = p.outcome.opts->batch;
+  EXPECT_EQ(b.max_batch, 48);
+  EXPECT_DOUBLE_EQ(b.wait_us, 7.5);
+  EXPECT_EQ(b.in_flight, 12);
+  EXPECT_EQ(b.streams, 8);
+  // The knobs are not workload parameters: the preset stays unmodified.
+  EXPECT_EQ(p.outcome.opts->preset_name, "W3");
+}
+
+TEST(PipelineCli, BadBatchKnobsAreRefusedNamingTheOption) {
+  expect_refused({"--batch", "-1"}, "--batch");
+  expect_refused({"--batch", "65537"}, "--batch");
+  expect_refused({"--batch-wait-us", "-0.5"}, "--batch-wait-us");
+  expect_refused({"--batch-wait-us", "inf"}, "--batch-wait-us");
+  expect_refused({"--batch-in-flight", "0"}, "--batch-in-flight");
+  expect_refused({"--batch-streams", "0"}, "--batch-streams");
+  expect_refused({"--batch-streams", "65"}, "--batch-streams");
+}
+
+TEST(PipelineCli, AutomaticBatchIsAQuarterOfThePipelinesCappedByJobsAndBytes) {
+  constexpr std::int64_t w1 = 262144;
+  constexpr std::int64_t w3 = 4194304;
+  EXPECT_EQ(auto_max_batch(512, w1), 64); // the job cap (16 MiB too)
+  EXPECT_EQ(auto_max_batch(4096, w1), 64);
+  EXPECT_EQ(auto_max_batch(128, w1), 32); // a quarter
+  EXPECT_EQ(auto_max_batch(8, w1), 2);
+  EXPECT_EQ(auto_max_batch(3, w1), 1);    // never 0
+  EXPECT_EQ(auto_max_batch(1000, w3), 4); // the byte cap: 16 MiB
+  EXPECT_EQ(auto_max_batch(1000, std::int64_t{1} << 30), 1);
+  EXPECT_EQ(auto_max_batch(100000, 4096), 64);
+}
+
+TEST(PipelineCli, TheLeadsH200CommandsParse) {
+  for (const char* preset : {"W1", "W3"}) {
+    const parsed p = parse({"--preset", preset, "--modes",
+                            "baselines,coro_graph_batched,coro_staged,coro_batched_pool",
+                            "--concurrency", "8,16,32,512,1024,2048"},
+                           {{"sync_per_op", "baseline", ""},
+                            {"coro_graph_batched", "cuawait", ""},
+                            {"coro_staged", "cuawait", ""},
+                            {"coro_batched_pool", "cuawait", ""}});
+    ASSERT_TRUE(p.outcome.opts) << preset << ": " << p.err;
+    EXPECT_EQ(p.outcome.opts->concurrency, (std::vector<int>{8, 16, 32, 512, 1024, 2048}));
   }
 }
 

@@ -94,6 +94,18 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
                  "Seconds one mode run may take before the program reports it and exits (code 3)");
   app.add_option("--floor-copy-bytes", o.floor_copy_bytes,
                  "Size of each copy that measures the link's bandwidth (at least 64 MiB)");
+  app.add_option("--batch", o.batch.max_batch,
+                 "Batched modes (coro_graph_batched, coro_staged_batched): jobs per batch at "
+                 "most; 0 (default): a quarter of the pipelines, at most " +
+                     std::to_string(auto_max_batch_cap) + " jobs and " +
+                     std::to_string(auto_max_batch_bytes >> 20) + " MiB");
+  app.add_option("--batch-wait-us", o.batch.wait_us,
+                 "Batched modes: the longest a job waits for company before its partial batch "
+                 "is submitted, microseconds (default 20)");
+  app.add_option("--batch-in-flight", o.batch.in_flight,
+                 "Batched modes: batches on the GPU at once at most (default 16)");
+  app.add_option("--batch-streams", o.batch.streams,
+                 "Batched modes: streams the batcher hands batches to in turn (default 4)");
   app.footer("Exit codes: 0 all modes ran and checked, 1 a mode failed or computed a wrong "
              "result, 2 bad command line, 3 a mode run exceeded --timeout, 4 no CUDA device.");
 

@@ -12,6 +12,7 @@
 // thread does all CPU work); with _pool they move onto the runtime's pool first.
 
 #include "kernels.hpp"
+#include "memory_budget.hpp"
 #include "modes.hpp"
 
 #include <cuawait/cuda.hpp>
@@ -118,10 +119,12 @@ task<void> all_pipelines(std::vector<task<void>> pipelines) {
   co_await when_all(std::move(pipelines));
 }
 
-//! Runs `ctx.jobs` jobs in `ctx.concurrency` pipelines of style `st`.
-void run_coro(mode_context& ctx, timed_region& timer, style st, bool on_pool) {
-  const std::size_t pipelines = static_cast<std::size_t>(ctx.concurrency);
+//! Runs `ctx.jobs` jobs in `ctx.pipelines()` pipelines of style `st` (mode `name`).
+void run_coro(const char* name, mode_context& ctx, timed_region& timer, style st, bool on_pool) {
+  const std::size_t pipelines = static_cast<std::size_t>(ctx.pipelines());
   const std::size_t n = ctx.work.n();
+  const double bytes = static_cast<double>(pipelines) * static_cast<double>(n) * sizeof(float);
+  require_memory(name, bytes, bytes);
   runtime_options ro;
   ro.threads = on_pool ? static_cast<std::size_t>(ctx.pool_threads) : 1;
   runtime rt(ro);
@@ -153,13 +156,21 @@ void run_coro(mode_context& ctx, timed_region& timer, style st, bool on_pool) {
   timer.stop();
 }
 
-void coro_per_op(mode_context& ctx, timed_region& t) { run_coro(ctx, t, style::per_op, false); }
-void coro_per_op_pool(mode_context& ctx, timed_region& t) { run_coro(ctx, t, style::per_op, true); }
-void coro_batched(mode_context& ctx, timed_region& t) { run_coro(ctx, t, style::batched, false); }
-void coro_batched_pool(mode_context& ctx, timed_region& t) {
-  run_coro(ctx, t, style::batched, true);
+void coro_per_op(mode_context& ctx, timed_region& t) {
+  run_coro("coro_per_op", ctx, t, style::per_op, false);
 }
-void coro_mapped(mode_context& ctx, timed_region& t) { run_coro(ctx, t, style::mapped, true); }
+void coro_per_op_pool(mode_context& ctx, timed_region& t) {
+  run_coro("coro_per_op_pool", ctx, t, style::per_op, true);
+}
+void coro_batched(mode_context& ctx, timed_region& t) {
+  run_coro("coro_batched", ctx, t, style::batched, false);
+}
+void coro_batched_pool(mode_context& ctx, timed_region& t) {
+  run_coro("coro_batched_pool", ctx, t, style::batched, true);
+}
+void coro_mapped(mode_context& ctx, timed_region& t) {
+  run_coro("coro_mapped", ctx, t, style::mapped, true);
+}
 
 int driving_thread(int, int) { return 1; }
 int pool_threads(int, int pool) { return pool; }

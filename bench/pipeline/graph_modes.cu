@@ -6,13 +6,18 @@
 //   coro_graph_batched  C coroutine pipelines each hold a slot of an arena_pair (pinned +
 //                       device at equal offsets); per job: pre, co_await batcher.submit(job),
 //                       post. A batch's copies of adjacent slots merge into one transfer, and
-//                       kernels A and B run once per merged run.
-// Hookup (bench/pipeline is h6's): add graph_modes.cu to add_executable in
-// bench/pipeline/CMakeLists.txt, declare `void register_graph_modes(std::vector<mode_entry>&);`
-// in modes.hpp and call it in main.cpp after register_cuawait_modes(registry).
+//                       kernels A and B run once per merged run. The batcher's knobs come from
+//                       the command line (--batch, --batch-wait-us, --batch-in-flight,
+//                       --batch-streams).
+//   coro_staged_batched the same batches, their stages on the shared stage streams of
+//                       coro_staged (stage_streams.hpp) instead of the batcher's streams.
+// Every run uses min(concurrency, jobs) pipelines; setup (allocations, captures, the
+// batcher's streams and thread, the coroutine frames) happens before the timed region.
 
 #include "kernels.hpp"
+#include "memory_budget.hpp"
 #include "modes.hpp"
+#include "stage_streams.hpp"
 
 #include <cuawait/cuda/arena.hpp>
 #include <cuawait/cuda/batcher.hpp>
@@ -25,6 +30,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace cuawait::bench {
@@ -88,34 +94,61 @@ task<void> graph_worker(const mode_context& ctx, graph_pipeline& p,
 }
 
 void coro_graph(mode_context& ctx, timed_region& timer) {
+  const std::int64_t pipelines = ctx.pipelines();
+  const double total = static_cast<double>(ctx.work.w().bytes) * static_cast<double>(pipelines);
+  require_memory("coro_graph", total, total);
   double capture_us = 0;
   double instantiate_us = 0;
   std::vector<std::unique_ptr<graph_pipeline>> pipes;
-  for (int i = 0; i < ctx.concurrency; ++i) {
+  for (std::int64_t i = 0; i < pipelines; ++i) {
     pipes.push_back(std::make_unique<graph_pipeline>(ctx, capture_us, instantiate_us));
   }
   std::fprintf(stderr, "coro_graph: capture %.1f us, instantiate+upload %.1f us per pipeline\n",
-               capture_us / ctx.concurrency, instantiate_us / ctx.concurrency);
+               capture_us / static_cast<double>(pipelines),
+               instantiate_us / static_cast<double>(pipelines));
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
   std::atomic<std::int64_t> next{0};
-  timer.start();
+  std::vector<task<void>> tasks;
+  tasks.reserve(pipes.size());
   for (auto& p : pipes) {
-    rt.spawn(graph_worker(ctx, *p, next));
+    tasks.push_back(graph_worker(ctx, *p, next));
+  }
+  timer.start();
+  for (task<void>& t : tasks) {
+    rt.spawn(std::move(t));
   }
   rt.join_spawned();
   timer.stop();
 }
 
-//! One job of coro_graph_batched: its id and its arena slot's buffers.
+//! One job of the batched modes: its id and its arena slot's buffers.
 struct batched_job {
   std::int64_t id = -1;
   float* host = nullptr;
   float* dev = nullptr;
 };
 
-//! A batch: merged copies in, kernels A and B per merged run, merged copies out.
+//! The stage streams of coro_staged_batched and one event per stage boundary. One set of
+//! events serves every batch: the enqueue function runs on the batcher's engine thread
+//! only, and each stream's wait captures the event's state when it is enqueued, so the next
+//! batch may re-record the events at once.
+struct batch_stages {
+  stage_streams stages;
+  cu::event loaded;   //!< behind a batch's H2D copies
+  cu::event computed; //!< behind its kernels
+  cu::event unloaded; //!< behind its D2H copies
+};
+
+//! A batch: merged copies in, kernels A and B per merged run, merged copies out. All on the
+//! batcher's stream `s`, or, with `staged`, on the stage streams (one merged H2D and one
+//! merged D2H in flight at a time), after which `s` waits for the D2H so that the batcher's
+//! completion event stands for the whole batch.
 struct batch_shape {
   const mode_context* ctx;
+  batch_stages* staged = nullptr;
+  //! H2D transfers enqueued after merging (engine thread only; read after the batcher died).
+  std::uint64_t* transfers = nullptr;
+
   void operator()(std::span<batched_job* const> jobs, cu::stream_ref s) const {
     const std::size_t bytes = static_cast<std::size_t>(ctx->work.w().bytes);
     std::vector<copy_span> in, out;
@@ -125,16 +158,31 @@ struct batch_shape {
       in.push_back({j->dev, j->host, bytes});
       out.push_back({j->host, j->dev, bytes});
     }
-    cu::copy_merged(s, in); // `in` now holds the merged device runs
+    const cu::stream_ref h2d = staged != nullptr ? staged->stages.in() : s;
+    const cu::stream_ref kernels = staged != nullptr ? staged->stages.next_compute() : s;
+    const cu::stream_ref d2h = staged != nullptr ? staged->stages.out() : s;
+    *transfers += cu::copy_merged(h2d, in); // `in` now holds the merged device runs
+    if (staged != nullptr) {
+      h2d.record(staged->loaded);
+      kernels.wait(staged->loaded);
+    }
     const int iters = ctx->work.w().iters;
     for (const copy_span& run : in) {
       float* d = static_cast<float*>(run.dst);
       const std::size_t n = run.bytes / sizeof(float);
       const int grid = kernel_grid(n, ctx->sms);
-      cu::check(launch_kernel_a(d, d, n, iters, grid, s.get()), "kernel A", "launch");
-      cu::check(launch_kernel_b(d, d, n, iters, grid, s.get()), "kernel B", "launch");
+      cu::check(launch_kernel_a(d, d, n, iters, grid, kernels.get()), "kernel A", "launch");
+      cu::check(launch_kernel_b(d, d, n, iters, grid, kernels.get()), "kernel B", "launch");
     }
-    cu::copy_merged(s, out);
+    if (staged != nullptr) {
+      kernels.record(staged->computed);
+      d2h.wait(staged->computed);
+    }
+    cu::copy_merged(d2h, out);
+    if (staged != nullptr) {
+      d2h.record(staged->unloaded);
+      s.wait(staged->unloaded);
+    }
   }
 };
 
@@ -154,33 +202,65 @@ task<void> batched_worker(const mode_context& ctx, cu::arena_pair& arena,
   }
 }
 
-void coro_graph_batched(mode_context& ctx, timed_region& timer) {
-  const std::size_t bytes = static_cast<std::size_t>(ctx.work.w().bytes);
-  const std::size_t pipelines = static_cast<std::size_t>(ctx.concurrency);
-  cu::arena_pair arena(bytes, pipelines);
+//! The batcher's options from the command line's knobs (batch_knobs) for `pipelines`
+//! pipelines of `bytes`-byte jobs.
+batch_options batching_for(const batch_knobs& k, std::int64_t pipelines, std::int64_t bytes) {
   batch_options opt;
-  opt.max_batch = std::max<std::size_t>(1, std::min<std::size_t>(32, pipelines / 2));
-  opt.max_wait = std::chrono::microseconds(20);
-  opt.max_in_flight = 8;
+  opt.max_batch =
+      static_cast<std::size_t>(k.max_batch > 0 ? k.max_batch : auto_max_batch(pipelines, bytes));
+  opt.max_wait = std::chrono::nanoseconds(static_cast<std::int64_t>(k.wait_us * 1e3));
+  opt.max_in_flight = static_cast<std::size_t>(k.in_flight);
+  return opt;
+}
+
+void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool staged) {
+  const std::size_t bytes = static_cast<std::size_t>(ctx.work.w().bytes);
+  const std::size_t pipelines = static_cast<std::size_t>(ctx.pipelines());
+  const double total = static_cast<double>(bytes) * static_cast<double>(pipelines);
+  require_memory(name, total, total);
+  cu::arena_pair arena(bytes, pipelines);
+  const batch_options opt = batching_for(ctx.batch, ctx.pipelines(), ctx.work.w().bytes);
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
+  std::optional<batch_stages> stages; // after the arena: drained before it is freed
+  if (staged) {
+    stages.emplace();
+  }
   batch_stats st;
+  std::uint64_t transfers = 0;
   {
-    cu::batcher<batched_job> batch(batch_shape{&ctx}, opt, 4);
+    cu::batcher<batched_job> batch(batch_shape{&ctx, stages ? &*stages : nullptr, &transfers}, opt,
+                                   static_cast<std::size_t>(ctx.batch.streams));
     std::atomic<std::int64_t> next{0};
-    timer.start();
+    std::vector<task<void>> tasks;
+    tasks.reserve(pipelines);
     for (std::size_t i = 0; i < pipelines; ++i) {
-      rt.spawn(batched_worker(ctx, arena, batch, next));
+      tasks.push_back(batched_worker(ctx, arena, batch, next));
+    }
+    timer.start();
+    for (task<void>& t : tasks) {
+      rt.spawn(std::move(t));
     }
     rt.join_spawned();
     timer.stop();
     st = batch.stats();
-  }
+  } // the batcher's engine thread is joined here: `transfers` is final
   std::fprintf(stderr,
-               "coro_graph_batched: %llu batches, mean %.1f jobs (max %zu), added latency mean "
-               "%.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us\n",
+               "%s: max_batch %zu, wait %.1f us, in flight %zu, %d streams: %llu batches, mean "
+               "%.1f jobs (max %zu), %.2f merged transfers per batch each way; added latency "
+               "mean %.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us\n",
+               name, opt.max_batch, ctx.batch.wait_us, opt.max_in_flight, ctx.batch.streams,
                static_cast<unsigned long long>(st.batches), st.mean_batch(), st.largest_batch,
+               st.batches == 0 ? 0.0
+                               : static_cast<double>(transfers) / static_cast<double>(st.batches),
                st.mean_wait_us(), static_cast<double>(st.wait_ns_max) / 1e3,
                static_cast<unsigned long long>(st.lone_jobs), st.mean_lone_wait_us());
+}
+
+void coro_graph_batched(mode_context& ctx, timed_region& timer) {
+  run_batched("coro_graph_batched", ctx, timer, false);
+}
+void coro_staged_batched(mode_context& ctx, timed_region& timer) {
+  run_batched("coro_staged_batched", ctx, timer, true);
 }
 
 int pool_plus_reactor(int, int pool_threads) { return pool_threads + 1; }
@@ -197,9 +277,18 @@ void register_graph_modes(std::vector<mode_entry>& modes) {
                    4096,
                    pool_plus_reactor});
   modes.push_back({{"coro_graph_batched", "cuawait",
-                    "C coroutine pipelines on the pool submitting to a batcher: jobs in adjacent "
+                    "C coroutine pipelines on the pool submitting to a batcher (--batch, "
+                    "--batch-wait-us, --batch-in-flight, --batch-streams): jobs in adjacent "
                     "arena slots share merged copies and kernel launches"},
                    coro_graph_batched,
+                   false,
+                   65536,
+                   pool_plus_reactor_and_batcher});
+  modes.push_back({{"coro_staged_batched", "cuawait",
+                    "as coro_graph_batched, each batch's merged H2D copies, kernels and merged "
+                    "D2H copies on the shared stage streams of coro_staged (one merged copy per "
+                    "direction in flight)"},
+                   coro_staged_batched,
                    false,
                    65536,
                    pool_plus_reactor_and_batcher});

@@ -196,8 +196,8 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
               r.threads, static_cast<long long>(r.jobs));
   std::fflush(stdout);
   st.checker.reset();
-  mode_context ctx{st.work, r.jobs, level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
-                   st.sms};
+  mode_context ctx{st.work, r.jobs,       level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
+                   st.sms,  st.opts.batch};
   timed_region timer;
   const double rss_before = rss_bytes();
   std::optional<rss_sampler> sampler;
@@ -210,6 +210,8 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
     if (!timer.valid()) {
       r.error = "the mode did not time its work (bug in the mode)";
     }
+  } catch (const mode_skipped& e) {
+    r.skipped = e.what();
   } catch (const cuda::cuda_error& e) {
     r.error = e.what();
     st.context_lost = st.context_lost || e.context_lost();
@@ -219,6 +221,11 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   st.dog.disarm();
   if (sampler) {
     r.rss_delta_bytes = sampler->peak() - rss_before;
+  }
+  if (!r.skipped.empty()) {
+    std::printf("[run] %s concurrency %d: %s\n", r.mode.c_str(), level, r.skipped.c_str());
+    std::fflush(stdout);
+    return r;
   }
   if (r.error.empty()) {
     r.seconds = timer.seconds();
@@ -262,6 +269,7 @@ int run(int argc, char** argv) {
   register_baselines(registry);
   register_cuawait_modes(registry);
   register_graph_modes(registry);
+  register_staged_modes(registry);
   parse_outcome parsed = parse_command_line(argc, argv, describe(registry), std::cout, std::cerr);
   if (!parsed.opts) {
     return parsed.exit_code;

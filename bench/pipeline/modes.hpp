@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,21 @@ struct mode_context {
   int grid = 1;
   //! The device's multiprocessors.
   int sms = 1;
+  //! The batcher's knobs (batched modes).
+  batch_knobs batch{};
+
+  //! Pipelines worth creating: `concurrency`, but never more than there are jobs (a
+  //! pipeline beyond that would never take one, yet would hold buffers).
+  [[nodiscard]] std::int64_t pipelines() const noexcept {
+    return concurrency < jobs ? concurrency : jobs;
+  }
+};
+
+//! Thrown by a mode's setup when the run cannot be done on this machine (e.g. its buffers
+//! do not fit in memory): the run is reported as skipped with the message, not as failed.
+class mode_skipped : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
 };
 
 //! Runs the mode: process every job of `ctx` and time the work in `timer`. Throws on any
@@ -71,8 +87,11 @@ void register_baselines(std::vector<mode_entry>& modes);
 //! Appends the cuawait modes (coro_modes.cu); appends nothing when they are not built.
 void register_cuawait_modes(std::vector<mode_entry>& modes);
 
-//! Appends the graph modes coro_graph and coro_graph_batched (graph_modes.cu, from the
-//! graphs issue).
+//! Appends the graph modes coro_graph, coro_graph_batched and coro_staged_batched
+//! (graph_modes.cu, from the graphs issue).
 void register_graph_modes(std::vector<mode_entry>& modes);
+
+//! Appends coro_staged, the mode for large jobs (staged_modes.cpp).
+void register_staged_modes(std::vector<mode_entry>& modes);
 
 } // namespace cuawait::bench

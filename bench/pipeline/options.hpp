@@ -68,6 +68,41 @@ inline constexpr std::array<preset, 3> presets{{
 //! The concurrency levels of the scaling run (4 KiB jobs): 1 to 100,000 pipelines in flight.
 inline const std::vector<int> scaling_levels{1, 10, 100, 1000, 10000, 100000};
 
+//! The batcher's knobs in `coro_graph_batched` and `coro_staged_batched` (see
+//! docs/GRAPHS.md for what each does). The defaults are a reasoned guess for many pipelines
+//! (C >= 128), where the goals are measured; a sweep on the H200 should confirm them.
+struct batch_knobs {
+  //! Jobs per batch at most (`batch_options::max_batch`); 0: automatic,
+  //! `auto_max_batch(pipelines, bytes)`.
+  int max_batch = 0;
+  //! The longest a job waits for company before its partial batch goes, microseconds.
+  double wait_us = 20;
+  //! Batches on the GPU at once at most (`batch_options::max_in_flight`).
+  int in_flight = 16;
+  //! Streams the batcher hands batches to in turn.
+  int streams = 4;
+};
+
+//! Largest automatic batch, in jobs and in bytes. A batch exists to share the host's cost
+//! per operation among its jobs; 16 MiB per merged copy (64 W1 jobs, 4 W3 jobs) is well
+//! past the size at which a copy runs at the link's rate, and a larger batch only lengthens
+//! the pipeline's fill and drain (the first batch's H2D and the last one's D2H each use one
+//! direction of the link only).
+inline constexpr int auto_max_batch_cap = 64;
+inline constexpr std::int64_t auto_max_batch_bytes = std::int64_t{16} << 20;
+
+//! The automatic batch size for `pipelines` pipelines of `bytes`-byte jobs: a quarter of
+//! the pipelines, so that at least four batches circulate (while some are on the GPU,
+//! others are being formed), at most `auto_max_batch_cap` jobs and `auto_max_batch_bytes`,
+//! at least 1.
+[[nodiscard]] constexpr int auto_max_batch(std::int64_t pipelines, std::int64_t bytes) noexcept {
+  std::int64_t b = pipelines / 4;
+  b = b < auto_max_batch_cap ? b : auto_max_batch_cap;
+  const std::int64_t by_bytes = bytes > 0 ? auto_max_batch_bytes / bytes : b;
+  b = b < by_bytes ? b : by_bytes;
+  return static_cast<int>(b < 1 ? 1 : b);
+}
+
 //! Everything one run needs. Defaults are W1 at concurrency 8, 16 and 32.
 struct options {
   workload w;
@@ -94,6 +129,8 @@ struct options {
   double timeout_s = 300;
   //! Size of each copy that measures the link's bandwidth (at least 64 MiB).
   std::int64_t floor_copy_bytes = std::int64_t{64} << 20;
+  //! The batcher's knobs (batched modes).
+  batch_knobs batch;
 };
 
 //! Jobs per mode run in a `--quick` run.
@@ -149,6 +186,22 @@ inline void validate(const options& o, const std::vector<std::string>& known_mod
   if (o.floor_copy_bytes < (std::int64_t{64} << 20) || o.floor_copy_bytes > max_bytes) {
     fail("--floor-copy-bytes",
          "must be between 64 MiB and 16 GiB (got " + std::to_string(o.floor_copy_bytes) + ")");
+  }
+  if (o.batch.max_batch < 0 || o.batch.max_batch > 65536) {
+    fail("--batch", "must be between 0 (automatic) and 65536 jobs (got " +
+                        std::to_string(o.batch.max_batch) + ")");
+  }
+  if (!std::isfinite(o.batch.wait_us) || o.batch.wait_us < 0 || o.batch.wait_us > 1e6) {
+    fail("--batch-wait-us",
+         "must be between 0 and 1e6 microseconds (got " + std::to_string(o.batch.wait_us) + ")");
+  }
+  if (o.batch.in_flight < 1 || o.batch.in_flight > 1024) {
+    fail("--batch-in-flight",
+         "must be between 1 and 1024 batches (got " + std::to_string(o.batch.in_flight) + ")");
+  }
+  if (o.batch.streams < 1 || o.batch.streams > 64) {
+    fail("--batch-streams",
+         "must be between 1 and 64 streams (got " + std::to_string(o.batch.streams) + ")");
   }
   if (o.modes.empty()) {
     fail("--modes", "needs at least one mode");
