@@ -14,6 +14,7 @@
 #include "kernels.hpp"
 #include "memory_budget.hpp"
 #include "modes.hpp"
+#include "reactor_warm_up.hpp"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -142,6 +143,11 @@ void run_coro(const char* name, mode_context& ctx, timed_region& timer, style st
     std::fill(host.data(), host.data() + host.size(), 0.0f);
   }
   setup.sync();
+  std::vector<cc::stream_ref> all_streams;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    all_streams.push_back(streams.at(i));
+  }
+  warm_reactor(rt, std::move(all_streams));
 
   shared_state sh{ctx, streams, on_pool ? &rt.pool() : nullptr};
   std::vector<task<void>> tasks;

@@ -17,6 +17,7 @@
 #include "kernels.hpp"
 #include "memory_budget.hpp"
 #include "modes.hpp"
+#include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
 
 #include <cuawait/cuda/arena.hpp>
@@ -107,6 +108,11 @@ void coro_graph(mode_context& ctx, timed_region& timer) {
                capture_us / static_cast<double>(pipelines),
                instantiate_us / static_cast<double>(pipelines));
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
+  std::vector<cu::stream_ref> streams;
+  for (const auto& p : pipes) {
+    streams.push_back(p->s);
+  }
+  warm_reactor(rt, std::move(streams));
   std::atomic<std::int64_t> next{0};
   std::vector<task<void>> tasks;
   tasks.reserve(pipes.size());

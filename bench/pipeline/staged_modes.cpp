@@ -20,6 +20,7 @@
 #include "kernels.hpp"
 #include "memory_budget.hpp"
 #include "modes.hpp"
+#include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
 
 #include <cuawait/cuda.hpp>
@@ -118,6 +119,7 @@ void coro_staged(mode_context& ctx, timed_region& timer) {
   setup.sync();
   // Declared after the buffers: its destructor drains the streams before they are freed.
   stage_streams stages;
+  warm_reactor(rt, {stages.out()}); // the only stream awaited
   staged_shared sh{ctx, rt.pool(), stages};
   std::vector<task<void>> tasks;
   tasks.reserve(pipelines);
