@@ -201,7 +201,13 @@ struct run_header {
   for (const std::string& m : h.opts.modes) {
     j.value(m);
   }
-  j.end_array().end_object();
+  j.end_array();
+  j.key("batch").begin_object();
+  j.field("max_batch", h.opts.batch.max_batch) // 0: automatic (auto_max_batch)
+      .field("wait_us", h.opts.batch.wait_us)
+      .field("in_flight", h.opts.batch.in_flight)
+      .field("streams", h.opts.batch.streams);
+  j.end_object().end_object();
   const machine_info& m = h.machine;
   j.key("machine").begin_object();
   j.field("gpu", m.gpu_name)
