@@ -5,14 +5,12 @@
 #include <cuawait/thread_pool.hpp>
 
 #include "common/counted.hpp"
+#include "common/gate.hpp"
+#include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <coroutine>
-#include <deque>
-#include <mutex>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -21,99 +19,17 @@
 
 namespace ca = cuawait;
 using ca::test::counted;
+using ca::test::gate;
+using ca::test::thread_resumer;
 
 namespace {
-
-// A one-shot event for one waiter on one thread: lets a test choose the order in which
-// children finish.
-class gate {
-public:
-  gate() = default;
-  gate(const gate&) = delete;
-  gate& operator=(const gate&) = delete;
-  [[nodiscard]] bool await_ready() const noexcept { return m_open; }
-  void await_suspend(std::coroutine_handle<> h) noexcept { m_waiter = h; }
-  void await_resume() const noexcept {}
-  void open() {
-    m_open = true;
-    if (auto h = std::exchange(m_waiter, {})) {
-      ca::detail::resume(h);
-    }
-  }
-
-private:
-  bool m_open = false;
-  std::coroutine_handle<> m_waiter;
-};
-
-// A few worker threads resuming whatever is scheduled on them (test-local stand-in for
-// the project's thread_pool). The destructor runs everything queued, then joins.
-class test_pool {
-public:
-  explicit test_pool(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      m_threads.emplace_back([this] { run(); });
-    }
-  }
-  test_pool(const test_pool&) = delete;
-  test_pool& operator=(const test_pool&) = delete;
-  ~test_pool() {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_stopping = true;
-    }
-    m_cv.notify_all();
-    for (auto& t : m_threads) {
-      t.join();
-    }
-  }
-  auto schedule() noexcept {
-    struct awaiter {
-      test_pool* pool;
-      [[nodiscard]] bool await_ready() const noexcept { return false; }
-      void await_suspend(std::coroutine_handle<> h) { pool->post(h); }
-      void await_resume() const noexcept {}
-    };
-    return awaiter{this};
-  }
-
-private:
-  void post(std::coroutine_handle<> h) {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_queue.push_back(h);
-    }
-    m_cv.notify_one();
-  }
-  void run() {
-    for (;;) {
-      std::coroutine_handle<> h;
-      {
-        std::unique_lock lock(m_mutex);
-        m_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
-        if (m_queue.empty()) {
-          return;
-        }
-        h = m_queue.front();
-        m_queue.pop_front();
-      }
-      ca::detail::resume(h);
-    }
-  }
-
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::deque<std::coroutine_handle<>> m_queue;
-  bool m_stopping = false;
-  std::vector<std::thread> m_threads;
-};
 
 ca::task<void> wait_on(gate& g, std::atomic<int>& finished) {
   co_await g;
   ++finished;
 }
 
-ca::task<void> hop_and_count(test_pool& pool, std::atomic<int>& finished) {
+ca::task<void> hop_and_count(thread_resumer& pool, std::atomic<int>& finished) {
   co_await pool.schedule();
   ++finished;
 }
@@ -167,7 +83,7 @@ TEST(AsyncScope, JoinWithNothingSpawnedCompletesAtOnce) {
 TEST(AsyncScope, AcceptsAnyAwaitableWithAVoidResult) {
   ca::async_scope scope;
   scope.spawn(std::suspend_never{});
-  test_pool pool(1);
+  thread_resumer pool(1);
   scope.spawn(pool.schedule());
   ca::sync_wait(scope.join());
 }
@@ -231,9 +147,9 @@ TEST(AsyncScope, SpawnedFramesAreFreedWhenTheyFinishNotAtJoin) {
 
 TEST(AsyncScope, SpawnedTasksInheritTheScopesStopToken) {
   ca::async_scope scope;
-  test_pool pool(2);
+  thread_resumer pool(2);
   std::atomic<int> finished{0};
-  auto loop = [](test_pool& p, std::atomic<int>& n) -> ca::task<void> {
+  auto loop = [](thread_resumer& p, std::atomic<int>& n) -> ca::task<void> {
     const std::stop_token token = co_await ca::get_stop_token();
     while (!token.stop_requested()) {
       co_await p.schedule();
@@ -266,7 +182,7 @@ TEST(AsyncScopeStress, SpawnFromManyThreadsWhileAJoinIsPending) {
   constexpr int spawners = 4;
   constexpr int per_spawner = 25'000;
   ca::async_scope scope;
-  test_pool pool(4);
+  thread_resumer pool(4);
   std::atomic<int> finished{0};
   gate guard; // keeps the join pending until every spawner is done
   std::atomic<int> guard_done{0};
@@ -291,9 +207,9 @@ TEST(AsyncScopeStress, SpawnFromManyThreadsWhileAJoinIsPending) {
 
 TEST(AsyncScopeStress, RepeatedSpawnJoinRoundsWithFailuresOnPoolThreads) {
   ca::async_scope scope;
-  test_pool pool(4);
+  thread_resumer pool(4);
   std::atomic<int> finished{0};
-  auto maybe_fail = [](test_pool& p, std::atomic<int>& n, int i) -> ca::task<void> {
+  auto maybe_fail = [](thread_resumer& p, std::atomic<int>& n, int i) -> ca::task<void> {
     co_await p.schedule();
     ++n;
     if (i % 3 == 0) {

@@ -5,15 +5,14 @@
 #include <cuawait/when_all.hpp>
 
 #include "common/counted.hpp"
+#include "common/gate.hpp"
+#include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <coroutine>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -24,92 +23,10 @@
 
 namespace ca = cuawait;
 using ca::test::counted;
+using ca::test::gate;
+using ca::test::thread_resumer;
 
 namespace {
-
-// A one-shot event for one waiter on one thread: lets a test choose the order in which
-// children finish.
-class gate {
-public:
-  gate() = default;
-  gate(const gate&) = delete;
-  gate& operator=(const gate&) = delete;
-  [[nodiscard]] bool await_ready() const noexcept { return m_open; }
-  void await_suspend(std::coroutine_handle<> h) noexcept { m_waiter = h; }
-  void await_resume() const noexcept {}
-  void open() {
-    m_open = true;
-    if (auto h = std::exchange(m_waiter, {})) {
-      ca::detail::resume(h);
-    }
-  }
-
-private:
-  bool m_open = false;
-  std::coroutine_handle<> m_waiter;
-};
-
-// A few worker threads resuming whatever is scheduled on them (test-local stand-in for
-// the project's thread_pool). The destructor runs everything queued, then joins.
-class test_pool {
-public:
-  explicit test_pool(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      m_threads.emplace_back([this] { run(); });
-    }
-  }
-  test_pool(const test_pool&) = delete;
-  test_pool& operator=(const test_pool&) = delete;
-  ~test_pool() {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_stopping = true;
-    }
-    m_cv.notify_all();
-    for (auto& t : m_threads) {
-      t.join();
-    }
-  }
-  auto schedule() noexcept {
-    struct awaiter {
-      test_pool* pool;
-      [[nodiscard]] bool await_ready() const noexcept { return false; }
-      void await_suspend(std::coroutine_handle<> h) { pool->post(h); }
-      void await_resume() const noexcept {}
-    };
-    return awaiter{this};
-  }
-
-private:
-  void post(std::coroutine_handle<> h) {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_queue.push_back(h);
-    }
-    m_cv.notify_one();
-  }
-  void run() {
-    for (;;) {
-      std::coroutine_handle<> h;
-      {
-        std::unique_lock lock(m_mutex);
-        m_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
-        if (m_queue.empty()) {
-          return;
-        }
-        h = m_queue.front();
-        m_queue.pop_front();
-      }
-      ca::detail::resume(h);
-    }
-  }
-
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::deque<std::coroutine_handle<>> m_queue;
-  bool m_stopping = false;
-  std::vector<std::thread> m_threads;
-};
 
 // A plain awaiter (not a task) that is ready at once with a value.
 struct ready_int {
@@ -308,11 +225,11 @@ TEST(WhenAll, NestsInsideWhenAll) {
 }
 
 TEST(WhenAll, ChildrenFinishingOnManyThreads) {
-  test_pool pool(4);
+  thread_resumer pool(4);
   std::atomic<int> ran{0};
   std::vector<ca::task<int>> tasks;
   for (int i = 0; i < 1000; ++i) {
-    tasks.push_back([](test_pool& p, std::atomic<int>& n, int i) -> ca::task<int> {
+    tasks.push_back([](thread_resumer& p, std::atomic<int>& n, int i) -> ca::task<int> {
       co_await p.schedule();
       ++n;
       if (i % 100 == 99) {
@@ -344,11 +261,11 @@ TEST(WhenAllStress, HundredThousandTasks) {
 
 TEST(WhenAllStress, HundredThousandTasksCompletingOnAPool) {
   constexpr int n = 100'000;
-  test_pool pool(4);
+  thread_resumer pool(4);
   std::vector<ca::task<int>> tasks;
   tasks.reserve(n);
   for (int i = 0; i < n; ++i) {
-    tasks.push_back([](test_pool& p, int i) -> ca::task<int> {
+    tasks.push_back([](thread_resumer& p, int i) -> ca::task<int> {
       co_await p.schedule();
       co_return i;
     }(pool, i));

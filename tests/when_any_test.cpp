@@ -5,15 +5,13 @@
 #include <cuawait/when_any.hpp>
 
 #include "common/counted.hpp"
+#include "common/gate.hpp"
+#include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <coroutine>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -25,97 +23,15 @@
 
 namespace ca = cuawait;
 using ca::test::counted;
+using ca::test::gate;
+using ca::test::thread_resumer;
 
 namespace {
-
-// A one-shot event for one waiter on one thread: lets a test choose the order in which
-// children finish.
-class gate {
-public:
-  gate() = default;
-  gate(const gate&) = delete;
-  gate& operator=(const gate&) = delete;
-  [[nodiscard]] bool await_ready() const noexcept { return m_open; }
-  void await_suspend(std::coroutine_handle<> h) noexcept { m_waiter = h; }
-  void await_resume() const noexcept {}
-  void open() {
-    m_open = true;
-    if (auto h = std::exchange(m_waiter, {})) {
-      ca::detail::resume(h);
-    }
-  }
-
-private:
-  bool m_open = false;
-  std::coroutine_handle<> m_waiter;
-};
-
-// A few worker threads resuming whatever is scheduled on them (test-local stand-in for
-// the project's thread_pool). The destructor runs everything queued, then joins.
-class test_pool {
-public:
-  explicit test_pool(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      m_threads.emplace_back([this] { run(); });
-    }
-  }
-  test_pool(const test_pool&) = delete;
-  test_pool& operator=(const test_pool&) = delete;
-  ~test_pool() {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_stopping = true;
-    }
-    m_cv.notify_all();
-    for (auto& t : m_threads) {
-      t.join();
-    }
-  }
-  auto schedule() noexcept {
-    struct awaiter {
-      test_pool* pool;
-      [[nodiscard]] bool await_ready() const noexcept { return false; }
-      void await_suspend(std::coroutine_handle<> h) { pool->post(h); }
-      void await_resume() const noexcept {}
-    };
-    return awaiter{this};
-  }
-
-private:
-  void post(std::coroutine_handle<> h) {
-    {
-      const std::lock_guard lock(m_mutex);
-      m_queue.push_back(h);
-    }
-    m_cv.notify_one();
-  }
-  void run() {
-    for (;;) {
-      std::coroutine_handle<> h;
-      {
-        std::unique_lock lock(m_mutex);
-        m_cv.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
-        if (m_queue.empty()) {
-          return;
-        }
-        h = m_queue.front();
-        m_queue.pop_front();
-      }
-      ca::detail::resume(h);
-    }
-  }
-
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::deque<std::coroutine_handle<>> m_queue;
-  bool m_stopping = false;
-  std::vector<std::thread> m_threads;
-};
 
 ca::task<int> value_of(int v) { co_return v; }
 
 // A loser: hops onto the pool until asked to stop, then finishes normally.
-ca::task<int> until_stopped(test_pool& pool, std::atomic<int>& finished, int v) {
+ca::task<int> until_stopped(thread_resumer& pool, std::atomic<int>& finished, int v) {
   const std::stop_token token = co_await ca::get_stop_token();
   while (!token.stop_requested()) {
     co_await pool.schedule();
@@ -125,7 +41,7 @@ ca::task<int> until_stopped(test_pool& pool, std::atomic<int>& finished, int v) 
 }
 
 // A winner: finishes after one hop onto the pool.
-ca::task<int> after_hop(test_pool& pool, int v) {
+ca::task<int> after_hop(thread_resumer& pool, int v) {
   co_await pool.schedule();
   co_return v;
 }
@@ -172,7 +88,7 @@ TEST(WhenAny, VoidAndReferenceAlternativesAndPlainAwaitables) {
 }
 
 TEST(WhenAny, WinnerStopsLosersThroughTheirStopToken) {
-  test_pool pool(2);
+  thread_resumer pool(2);
   std::atomic<int> finished{0};
   std::vector<ca::task<int>> tasks;
   for (int i = 0; i < 4; ++i) {
@@ -186,7 +102,7 @@ TEST(WhenAny, WinnerStopsLosersThroughTheirStopToken) {
 }
 
 TEST(WhenAny, ChildrenStartedAfterTheWinnerStartStopped) {
-  test_pool pool(1);
+  thread_resumer pool(1);
   std::atomic<int> finished{0};
   // value_of finishes at once, so the loser starts with its stop already requested.
   auto r = ca::sync_wait(ca::when_any(value_of(5), until_stopped(pool, finished, 6)));
@@ -196,12 +112,12 @@ TEST(WhenAny, ChildrenStartedAfterTheWinnerStartStopped) {
 }
 
 TEST(WhenAny, RangeOfVoidYieldsOnlyTheIndex) {
-  test_pool pool(2);
+  thread_resumer pool(2);
   std::atomic<int> finished{0};
   auto void_loser = [&]() -> ca::task<void> { co_await until_stopped(pool, finished, 0); };
   std::vector<ca::task<void>> tasks;
   tasks.push_back(void_loser());
-  tasks.push_back([](test_pool& p) -> ca::task<void> { co_await p.schedule(); }(pool));
+  tasks.push_back([](thread_resumer& p) -> ca::task<void> { co_await p.schedule(); }(pool));
   const ca::when_any_result<void> r = ca::sync_wait(ca::when_any(std::move(tasks)));
   EXPECT_EQ(r.index, 1U);
   EXPECT_EQ(finished.load(), 1);
@@ -212,9 +128,9 @@ TEST(WhenAny, EmptyRangeThrowsAtOnce) {
 }
 
 TEST(WhenAny, RethrowsTheWinnersExceptionAndIgnoresLosers) {
-  test_pool pool(2);
+  thread_resumer pool(2);
   std::atomic<int> finished{0};
-  auto failing_winner = [](test_pool& p) -> ca::task<int> {
+  auto failing_winner = [](thread_resumer& p) -> ca::task<int> {
     co_await p.schedule();
     throw std::runtime_error("winner");
   };
@@ -222,7 +138,7 @@ TEST(WhenAny, RethrowsTheWinnersExceptionAndIgnoresLosers) {
                std::runtime_error);
   EXPECT_EQ(finished.load(), 1);
 
-  auto failing_loser = [](test_pool& p, std::atomic<int>& n) -> ca::task<int> {
+  auto failing_loser = [](thread_resumer& p, std::atomic<int>& n) -> ca::task<int> {
     co_await until_stopped(p, n, 0);
     throw std::logic_error("loser");
   };
@@ -233,7 +149,7 @@ TEST(WhenAny, RethrowsTheWinnersExceptionAndIgnoresLosers) {
 }
 
 TEST(WhenAny, ForwardsAStopRequestOfTheAwaitingCoroutine) {
-  test_pool pool(2);
+  thread_resumer pool(2);
   std::atomic<int> finished{0};
   std::stop_source source;
   auto body = [&]() -> ca::task<std::size_t> {
@@ -252,10 +168,10 @@ TEST(WhenAny, ForwardsAStopRequestOfTheAwaitingCoroutine) {
 TEST(WhenAny, ResultsAreMovedNeverCopiedAndNothingLeaks) {
   counted::reset();
   {
-    test_pool pool(1);
+    thread_resumer pool(1);
     std::atomic<int> finished{0};
     auto make = [](int i) -> ca::task<counted> { co_return counted{i}; };
-    auto loser = [](test_pool& p, std::atomic<int>& n, counted c) -> ca::task<counted> {
+    auto loser = [](thread_resumer& p, std::atomic<int>& n, counted c) -> ca::task<counted> {
       co_await until_stopped(p, n, 0);
       co_return c;
     };
@@ -273,10 +189,10 @@ TEST(WhenAny, ResultsAreMovedNeverCopiedAndNothingLeaks) {
 }
 
 TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {
-  test_pool pool(4);
+  thread_resumer pool(4);
   for (int round = 0; round < 2000; ++round) {
     std::atomic<int> ran{0};
-    auto racer = [](test_pool& p, std::atomic<int>& n, int i) -> ca::task<int> {
+    auto racer = [](thread_resumer& p, std::atomic<int>& n, int i) -> ca::task<int> {
       co_await p.schedule();
       ++n;
       if (i == 3) {
@@ -299,7 +215,7 @@ TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {
 }
 
 TEST(WhenAnyStress, WinnersRacingStopRequestsOfTheAwaitingCoroutine) {
-  test_pool pool(4);
+  thread_resumer pool(4);
   for (int round = 0; round < 500; ++round) {
     std::atomic<int> finished{0};
     std::stop_source source;
