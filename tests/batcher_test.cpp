@@ -7,6 +7,8 @@
 #include <cuawait/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
 
+#include "common/detached.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -27,6 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using cuawait::batch_options;
+using cuawait::test::detached;
 
 //! A GPU stand-in: records each batch, marks each job processed (+1000), and finishes a
 //! batch when the test says so (or at once with `auto_complete`).
@@ -88,17 +91,6 @@ struct fake_backend {
 
 using engine_t = cuawait::detail::batch_engine<fake_backend>;
 using awaiter_t = cuawait::detail::batch_awaiter<fake_backend>;
-
-//! Starts at once, runs to its end; the test synchronises through a latch.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
 
 struct outcome {
   std::atomic<int> value{-1};

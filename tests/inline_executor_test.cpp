@@ -3,6 +3,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/job.hpp"
 #include "common/manual_executor.hpp"
 
 #include <gtest/gtest.h>
@@ -13,21 +14,9 @@
 
 namespace ca = cuawait;
 using ca::priority;
+using ca::test::job;
 
 namespace {
-
-struct job {
-  struct promise_type {
-    job get_return_object() noexcept {
-      return job{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<> handle;
-};
 
 TEST(InlineExecutor, PostResumesAtOnceOnTheCallerInsideItsScope) {
   ca::inline_executor ex;

@@ -4,6 +4,8 @@
 #include <cuawait/thread_pool.hpp>
 
 #include "common/counted.hpp"
+#include "common/detached.hpp"
+#include "common/job.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,31 +18,10 @@
 namespace ca = cuawait;
 using ca::priority;
 using ca::test::counted;
+using ca::test::detached;
+using ca::test::job;
 
 namespace {
-
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
-
-struct job {
-  struct promise_type {
-    job get_return_object() noexcept {
-      return job{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<> handle;
-};
 
 TEST(RunLoop, RunsPostsFromOtherThreadsOnTheDrivingThread) {
   constexpr int threads = 4;

@@ -6,6 +6,7 @@
 #include <cuawait/task.hpp>
 
 #include "common/manual_executor.hpp"
+#include "common/owned_coroutine.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,21 +20,7 @@ namespace {
 
 using cuawait::priority;
 using cuawait::detail::slot_pool;
-
-// A coroutine that starts at once and whose frame the test owns (destroy() to cancel it).
-struct owned_coroutine {
-  struct promise_type {
-    owned_coroutine get_return_object() {
-      return {std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_always final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<promise_type> handle;
-  [[nodiscard]] bool done() const { return handle.done(); }
-};
+using cuawait::test::owned_coroutine;
 
 // Acquires a slot, stores it in `got` and keeps it until the frame is destroyed.
 owned_coroutine take(slot_pool& pool, std::optional<std::size_t>& got,

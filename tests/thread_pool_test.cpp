@@ -4,6 +4,8 @@
 #include <cuawait/thread_pool.hpp>
 
 #include "common/counted.hpp"
+#include "common/detached.hpp"
+#include "common/job.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,34 +23,10 @@
 namespace ca = cuawait;
 using ca::priority;
 using ca::test::counted;
+using ca::test::detached;
+using ca::test::job;
 
 namespace {
-
-//! A coroutine that starts at once and frees itself when it finishes.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
-
-//! A coroutine that waits to be posted somewhere, then runs and frees itself. If nobody
-//! ever resumes it, its frame (and whatever it holds) leaks: tests count that.
-struct job {
-  struct promise_type {
-    job get_return_object() noexcept {
-      return job{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<> handle;
-};
 
 job record(std::vector<std::string>& order, std::string label, std::latch& done) {
   order.push_back(std::move(label)); // single worker in these tests: no race

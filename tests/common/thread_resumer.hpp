@@ -9,6 +9,8 @@
 #include <cuawait/detail/trampoline.hpp>
 #include <cuawait/task.hpp>
 
+#include "detached.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <coroutine>
@@ -142,16 +144,6 @@ public:
   }
 
 private:
-  struct detached {
-    struct promise_type {
-      detached get_return_object() noexcept { return {}; }
-      std::suspend_never initial_suspend() noexcept { return {}; }
-      std::suspend_never final_suspend() noexcept { return {}; }
-      void return_void() noexcept {}
-      void unhandled_exception() noexcept { std::terminate(); }
-    };
-  };
-
   template <class F>
   static cuawait::task<void> call_owned(F make) {
     co_await make();
