@@ -39,37 +39,82 @@ private:
   bool m_set = false;
 };
 
+//! What every sync_wait_task promise shares, whatever it stores: the signal that `run()`
+//! blocks on, set at the final suspension point, and the exception the awaitable threw.
+class sync_wait_promise_base {
+public:
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  auto final_suspend() const noexcept {
+    struct awaiter {
+      blocking_signal* signal;
+      bool await_ready() const noexcept { return false; }
+      // The waiter may destroy the frame as soon as the signal is set: touch nothing after.
+      void await_suspend(std::coroutine_handle<>) const noexcept { signal->set(); }
+      void await_resume() const noexcept {}
+    };
+    return awaiter{m_signal};
+  }
+  void unhandled_exception() noexcept { m_exception = std::current_exception(); }
+
+  //! Runs the suspended coroutine `h` (whose promise is `*this`) to its end and blocks until
+  //! it has finished, on whatever thread; rethrows what it threw.
+  void run_to_end(std::coroutine_handle<> h) {
+    blocking_signal signal;
+    m_signal = &signal;
+    resume(h);
+    signal.wait();
+    if (m_exception) {
+      std::rethrow_exception(m_exception);
+    }
+  }
+
+private:
+  blocking_signal* m_signal = nullptr;
+  std::exception_ptr m_exception;
+};
+
+//! The promise's result storage: a value, or a pointer for a reference result.
+template <class R>
+class sync_wait_promise : public sync_wait_promise_base {
+public:
+  template <class U>
+  void return_value(U&& v) {
+    if constexpr (std::is_reference_v<R>) {
+      m_value = std::addressof(v);
+    } else {
+      m_value.emplace(std::forward<U>(v));
+    }
+  }
+  //! The stored result, moved out (or the reference); call once, after a normal return.
+  R result() {
+    if constexpr (std::is_reference_v<R>) {
+      return static_cast<R>(*m_value);
+    } else {
+      return std::move(*m_value);
+    }
+  }
+
+private:
+  std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>> m_value{};
+};
+
+//! No result to store.
+template <>
+class sync_wait_promise<void> : public sync_wait_promise_base {
+public:
+  void return_void() const noexcept {}
+  void result() const noexcept {}
+};
+
+//! The coroutine `sync_wait` blocks on: it starts suspended, `run()` resumes it on the
+//! calling thread and blocks until it ends.
 template <class R>
 class sync_wait_task {
 public:
-  struct promise_type {
-    blocking_signal* signal = nullptr;
-    std::exception_ptr exception;
-    std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>> value{};
-
+  struct promise_type : sync_wait_promise<R> {
     sync_wait_task get_return_object() noexcept {
       return sync_wait_task{std::coroutine_handle<promise_type>::from_promise(*this)};
     }
-    std::suspend_always initial_suspend() const noexcept { return {}; }
-    auto final_suspend() const noexcept {
-      struct awaiter {
-        bool await_ready() const noexcept { return false; }
-        void await_suspend(std::coroutine_handle<promise_type> h) const noexcept {
-          h.promise().signal->set();
-        }
-        void await_resume() const noexcept {}
-      };
-      return awaiter{};
-    }
-    template <class U>
-    void return_value(U&& v) {
-      if constexpr (std::is_reference_v<R>) {
-        value = std::addressof(v);
-      } else {
-        value.emplace(std::forward<U>(v));
-      }
-    }
-    void unhandled_exception() noexcept { exception = std::current_exception(); }
   };
 
   explicit sync_wait_task(std::coroutine_handle<promise_type> h) noexcept : m_handle(h) {}
@@ -82,58 +127,15 @@ public:
     }
   }
 
+  //! Runs the awaitable to its end; returns its result or rethrows its exception.
   R run() {
-    blocking_signal signal;
-    m_handle.promise().signal = &signal;
-    resume(m_handle);
-    signal.wait();
-    promise_type& p = m_handle.promise();
-    if (p.exception) {
-      std::rethrow_exception(p.exception);
-    }
-    if constexpr (std::is_reference_v<R>) {
-      return static_cast<R>(*p.value);
-    } else {
-      return std::move(*p.value);
-    }
+    m_handle.promise().run_to_end(m_handle);
+    return m_handle.promise().result();
   }
 
 private:
   std::coroutine_handle<promise_type> m_handle;
 };
-
-template <>
-struct sync_wait_task<void>::promise_type {
-  blocking_signal* signal = nullptr;
-  std::exception_ptr exception;
-  sync_wait_task get_return_object() noexcept {
-    return sync_wait_task{std::coroutine_handle<promise_type>::from_promise(*this)};
-  }
-  std::suspend_always initial_suspend() const noexcept { return {}; }
-  auto final_suspend() const noexcept {
-    struct awaiter {
-      bool await_ready() const noexcept { return false; }
-      void await_suspend(std::coroutine_handle<promise_type> h) const noexcept {
-        h.promise().signal->set();
-      }
-      void await_resume() const noexcept {}
-    };
-    return awaiter{};
-  }
-  void return_void() const noexcept {}
-  void unhandled_exception() noexcept { exception = std::current_exception(); }
-};
-
-template <>
-inline void sync_wait_task<void>::run() {
-  blocking_signal signal;
-  m_handle.promise().signal = &signal;
-  resume(m_handle);
-  signal.wait();
-  if (m_handle.promise().exception) {
-    std::rethrow_exception(m_handle.promise().exception);
-  }
-}
 
 template <class R, class A>
 sync_wait_task<R> make_sync_wait_task(A&& awaitable) {
