@@ -221,8 +221,8 @@ TEST(Program, BadArgumentsExitWithUsageCode) {
 
 TEST(Program, SummarySaysWhatTheTimedRegionContains) {
   ci::test::temp_dir dir("timed");
-  const run_result r = run({"--backend=cpu", "--no-write", "-q", "--count", "3", "--size", "16",
-                            "-o", (dir.path() / "out").string()});
+  const run_result r = run({"--backend=cpu", "--no-write", "-q", "--threads", "2", "--count", "3",
+                            "--size", "16", "-o", (dir.path() / "out").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("timed: each image's decode+preprocess"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("untimed, before: 3 synthetic inputs generated into memory"),
