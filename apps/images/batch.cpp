@@ -98,6 +98,15 @@ image8 batch::load(int i) {
   return decode_file(j.source, m_config.limits);
 }
 
+std::size_t batch::expected_pixels(int i) const {
+  const job& j = m_jobs[static_cast<std::size_t>(i)];
+  if (j.source.empty()) {
+    return static_cast<std::size_t>(m_config.width) * static_cast<std::size_t>(m_config.height);
+  }
+  const auto size = peek_size(j.source);
+  return size ? static_cast<std::size_t>(size->first) * static_cast<std::size_t>(size->second) : 0;
+}
+
 void batch::start_clock() {
   std::call_once(m_clock_once, [this] { m_clock_start_us = m_log.now_us(); });
 }
@@ -147,6 +156,7 @@ void batch::run_job(int i, stage_engine& engine) {
 
 void batch::run_sync(const engine_factory& make) {
   const std::unique_ptr<stage_engine> engine = make();
+  engine->warm_up(m_jobs.empty() ? 0 : expected_pixels(0));
   start_clock();
   for (int i = 0; i < static_cast<int>(m_jobs.size()) && !stopping(); ++i) {
     run_job(i, *engine);
@@ -163,6 +173,7 @@ void batch::run_threads(const engine_factory& make) {
     std::unique_ptr<stage_engine> engine;
     try {
       engine = make();
+      engine->warm_up(m_jobs.empty() ? 0 : expected_pixels(0));
     } catch (...) {
       {
         const std::lock_guard lock(error_mutex);

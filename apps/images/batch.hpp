@@ -72,6 +72,10 @@ public:
   //! @throws image_error for a bad input
   [[nodiscard]] image8 load(int i);
 
+  //! Pixels job `i` will have once decoded: the synthetic size, or read from the file's
+  //! header; 0 when unknown.
+  [[nodiscard]] std::size_t expected_pixels(int i) const;
+
   //! Stage 1b (CPU): converts to normalised grayscale floats in `out`.
   void preprocess(const image8& img, std::span<float> out) const;
 

@@ -17,23 +17,12 @@
 namespace cuawait::images {
 namespace {
 
-// Pixels job `i` will have once decoded: from the file header, or the synthetic size; 0
-// when unknown (the image then takes the smallest share; decoding will fail or tell).
-std::size_t expected_pixels(const batch& b, int i) {
-  const job& j = b.jobs()[static_cast<std::size_t>(i)];
-  if (j.source.empty()) {
-    return static_cast<std::size_t>(b.config().width) * static_cast<std::size_t>(b.config().height);
-  }
-  const auto size = peek_size(j.source);
-  return size ? static_cast<std::size_t>(size->first) * static_cast<std::size_t>(size->second) : 0;
-}
-
 task<void> process_on_cpu(batch& b, int i, thread_pool& pool, memory_gate& gate) {
   co_await pool.schedule();
   if (b.stopping()) {
     co_return;
   }
-  memory_gate::share share = co_await gate.acquire(image_footprint(expected_pixels(b, i)));
+  memory_gate::share share = co_await gate.acquire(image_footprint(b.expected_pixels(i)));
   // The gate may resume us inside another image's release: continue from the pool instead,
   // so finished images never nest the next one on their stack.
   co_await pool.schedule();
@@ -87,15 +76,20 @@ std::size_t default_stream_count(int threads) noexcept {
   return std::clamp<std::size_t>(2 * static_cast<std::size_t>(std::max(1, threads)), 8, 32);
 }
 
+std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint) {
+  const std::size_t units = std::max<std::size_t>(1, memory_budget / memory_gate::unit);
+  const std::size_t per_image =
+      std::max<std::size_t>(1, (footprint + memory_gate::unit - 1) / memory_gate::unit);
+  return std::max<std::size_t>(1, units / per_image);
+}
+
 std::string in_flight_note(const batch& b, std::size_t memory_budget, std::size_t footprint) {
   const std::string budget = "memory budget " + std::to_string(memory_budget >> 20) + " MiB";
   const bool synthetic = !b.jobs().empty() && b.jobs().front().source.empty();
   if (!synthetic || footprint == 0) {
     return budget + " bounds the images in flight";
   }
-  const std::size_t images = std::max<std::size_t>(
-      1, memory_budget /
-             (memory_gate::unit * ((footprint + memory_gate::unit - 1) / memory_gate::unit)));
+  const std::size_t images = images_in_flight(memory_budget, footprint);
   return "up to " + std::to_string(std::min(images, b.jobs().size())) + " images in flight (" +
          budget + ")";
 }

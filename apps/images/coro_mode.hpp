@@ -36,6 +36,10 @@ void run_coro_cpu(batch& b, std::size_t memory_budget);
 //! 8 and at most 32 (more streams than that only add scheduling work on the GPU).
 [[nodiscard]] std::size_t default_stream_count(int threads) noexcept;
 
+//! Images of `footprint` bytes that `memory_budget` lets in at once (at least 1; the whole
+//! budget when `footprint` is 0), as the memory gate counts them.
+[[nodiscard]] std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint);
+
 //! "up to N images in flight (memory budget M MiB)" for the summary; N is computed for the
 //! synthetic image size, or left out for a batch of files of varied sizes.
 [[nodiscard]] std::string in_flight_note(const batch& b, std::size_t memory_budget,

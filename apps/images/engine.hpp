@@ -34,6 +34,12 @@ public:
   //! the engine's buffers: valid until the next call of `input` or `process`.
   //! @throws std::runtime_error (cuda_error for the CUDA engine)
   [[nodiscard]] virtual result_view process(int width, int height, int image) = 0;
+
+  //! Untimed setup before the first image: sizes the buffers for images of `pixels`
+  //! pixels and pays every first-use cost (allocations, lazy kernel loading) now, so that
+  //! the timed run measures the steady state, as the coroutine mode's setup does. The
+  //! default does nothing. @throws std::bad_alloc, cuda_error
+  virtual void warm_up(std::size_t pixels) { (void)pixels; }
 };
 
 //! The CPU reference engine; records its work as a "cpu stages" span on the calling

@@ -3,7 +3,7 @@
 
 //! @file
 //! `memory_gate`: bounds the bytes of image buffers in flight in the coroutine mode. An
-//! image takes a share of the budget (in 64 KiB units of an `async_semaphore`) before its
+//! image takes a share of the budget (in 1 MiB units of an `async_semaphore`) before its
 //! buffers are allocated and gives it back when it is done. Shares of several units are
 //! taken under an `async_mutex`, so two half-served images can never hold the budget
 //! between them and wait for each other.
@@ -20,8 +20,10 @@ namespace cuawait::images {
 
 class memory_gate {
 public:
-  //! Bytes per semaphore permit.
-  static constexpr std::size_t unit = std::size_t{64} << 10;
+  //! Bytes per semaphore permit. The semaphore takes one permit per `acquire`, so a share
+  //! costs one semaphore operation per unit, all under the mutex: 1 MiB keeps that to ~20
+  //! for a 1-megapixel image (64 KiB took 336), while rounding up wastes at most 1 MiB.
+  static constexpr std::size_t unit = std::size_t{1} << 20;
 
   //! A share of the budget, returned on destruction. Move-only.
   class share {

@@ -179,7 +179,10 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
         b.prepare_us(), " (standing for files on disk: decode takes them from memory)");
   }
   add("CUDA context ", u.context_us);
-  add("mode setup (engines, streams, threads) ", u.mode_us);
+  add(cuda ? "mode setup (threads, streams, GPU and pinned buffers sized for the images in "
+             "flight, each kernel launched once, each stream awaited once) "
+           : "mode setup (threads, pool) ",
+      u.mode_us);
   std::printf("  untimed, before: %s\n", before.empty() ? "nothing" : before.c_str());
   if (!b.inputs_prepared()) {
     std::printf("  inputs: %s\n", b.jobs().empty() || !b.jobs().front().source.empty()

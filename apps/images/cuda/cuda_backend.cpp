@@ -60,6 +60,20 @@ public:
             to_features(hist)};
   }
 
+  void warm_up(std::size_t pixels) override {
+    if (pixels == 0) {
+      return;
+    }
+    (void)input(pixels);
+    reserve(pixels);
+    warm_up_gpu(m_stream.get(), m_host_in.as<float>(), m_in.as<float>(), m_tmp.as<float>(),
+                m_blurred.as<float>(), m_edges.as<std::uint8_t>(), m_hist.as<double>(),
+                m_host_edges.as<std::uint8_t>());
+    CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.start(), m_stream.get()));
+    CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.end(), m_stream.get()));
+    m_stream.sync();
+  }
+
 private:
   // Enqueues one step between timing events, waits for it, and records its GPU span.
   template <class F>

@@ -80,4 +80,14 @@ void launch_sobel_hog(const float* blurred, int w, int h, std::uint8_t* edges, d
   check_launch("sobel+hog kernel launch");
 }
 
+void warm_up_gpu(cudaStream_t s, const float* host_in, float* in, float* tmp, float* blurred,
+                 std::uint8_t* edges, double* hist, std::uint8_t* host_edges) {
+  CUAWAIT_CUDA_CHECK("warm-up copy",
+                     cudaMemcpyAsync(in, host_in, sizeof(float), cudaMemcpyHostToDevice, s));
+  launch_blur(in, tmp, blurred, 1, 1, s);
+  launch_sobel_hog(blurred, 1, 1, edges, hist, s);
+  CUAWAIT_CUDA_CHECK("warm-up copy",
+                     cudaMemcpyAsync(host_edges, edges, 1, cudaMemcpyDeviceToHost, s));
+}
+
 } // namespace cuawait::images::gpu
