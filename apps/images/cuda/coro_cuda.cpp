@@ -200,8 +200,13 @@ task<void> warm_up(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) 
       ctx.slots[k].reserve(pixels, ctx.streams.at(k));
     }
     held.reserve(in_flight);
-    for (std::size_t k = 0; k < in_flight; ++k) {
-      held.emplace_back(pixels);
+    held.emplace_back(pixels);
+    try { // best effort beyond the first: the run allocates what it lacks
+      for (std::size_t k = 1; k < in_flight; ++k) {
+        held.emplace_back(pixels);
+      }
+    } catch (const cuda::cuda_error&) {
+      (void)cudaGetLastError();
     }
     stream_slot& s0 = ctx.slots[0];
     gpu::warm_up_gpu(ctx.streams.at(0).get(), held.front().in.data(), s0.in.data(), s0.tmp.data(),
