@@ -3,6 +3,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/race.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -147,14 +148,7 @@ TEST(AsyncEvent, CancellationRacingSetResumesExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(wait_or_cancel(e, stop.get_token(), out));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    e.set();
-    stopper.join();
+    ca::test::race_stop_request(stop, [&] { e.set(); });
     g.wait(); // a double resumption would crash or trip the sanitizers
     ASSERT_NE(out, outcome::none) << "iteration " << i;
   }

@@ -3,6 +3,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/race.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -101,14 +102,7 @@ TEST(AsyncLatch, CancellationRacingLastCountDownResumesExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(wait_or_cancel(l, stop.get_token(), out));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    l.count_down();
-    stopper.join();
+    ca::test::race_stop_request(stop, [&] { l.count_down(); });
     g.wait();
     ASSERT_NE(out, outcome::none) << "iteration " << i;
     ASSERT_TRUE(l.try_wait());

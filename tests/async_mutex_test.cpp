@@ -3,6 +3,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/race.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -197,14 +197,7 @@ TEST(AsyncMutex, CancellationRacingUnlockKeepsLockCountExact) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(lock_or_cancel(m, stop.get_token(), out));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    m.unlock();
-    stopper.join();
+    ca::test::race_stop_request(stop, [&] { m.unlock(); });
     g.wait();
     ASSERT_NE(out, outcome::none);
     (out == outcome::acquired ? acquired : cancelled) += 1;

@@ -3,6 +3,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/race.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -146,14 +146,7 @@ TEST(AsyncSemaphore, CancellationRacingReleaseKeepsPermitCountExact) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(acquire_or_cancel(s, stop.get_token(), out));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    s.release(1);
-    stopper.join();
+    ca::test::race_stop_request(stop, [&] { s.release(1); });
     g.wait();
     ASSERT_NE(out, outcome::none);
     // The one permit went to the waiter or is still available: never both, never neither.

@@ -4,6 +4,7 @@
 #include <cuawait/task.hpp>
 
 #include "common/counted.hpp"
+#include "common/race.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -340,14 +341,8 @@ TEST(Channel, CancellationRacingSendKeepsEveryValueExactlyOnce) {
     int id = -1;
     task_group g;
     g.spawn(receive_or_cancel(ch, stop.get_token(), out, id));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    ASSERT_TRUE(ch.try_send(counted{i}));
-    stopper.join();
+    ASSERT_NO_FATAL_FAILURE(
+        ca::test::race_stop_request(stop, [&] { ASSERT_TRUE(ch.try_send(counted{i})); }));
     g.wait();
     ASSERT_NE(out, outcome::none);
     if (out == outcome::done) {
@@ -370,14 +365,8 @@ TEST(Channel, CancellationRacingReceiveKeepsEveryValueExactlyOnce) {
     outcome out = outcome::none;
     task_group g;
     g.spawn(send_or_cancel(ch, i, stop.get_token(), out));
-    ca::test::spin_gate go;
-    std::thread stopper([&] {
-      go.arrive_and_wait();
-      stop.request_stop();
-    });
-    go.arrive_and_wait();
-    ASSERT_EQ(ch.try_receive()->id, -1);
-    stopper.join();
+    ASSERT_NO_FATAL_FAILURE(
+        ca::test::race_stop_request(stop, [&] { ASSERT_EQ(ch.try_receive()->id, -1); }));
     g.wait();
     ASSERT_NE(out, outcome::none);
     if (out == outcome::done) {

@@ -11,7 +11,6 @@
 
 #include "detached.hpp"
 
-#include <atomic>
 #include <condition_variable>
 #include <coroutine>
 #include <cstddef>
@@ -87,25 +86,6 @@ private:
   std::deque<std::coroutine_handle<>> m_queue;
   bool m_stopping = false;
   std::vector<std::thread> m_threads;
-};
-
-//! Lets two threads enter a race at the same moment. A blocking barrier (std::latch) lets
-//! the last arriver run ahead while the other is still being woken, which makes one side of
-//! a race win almost every time; spinning keeps both sides hot.
-//! (A synchronisation point, not a delay: nothing waits for time to pass.)
-class spin_gate {
-public:
-  void arrive_and_wait() noexcept {
-    m_arrived.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; m_arrived.load(std::memory_order_acquire) < 2; ++spins) {
-      if (spins > 4096) {
-        std::this_thread::yield(); // oversubscribed machine: let the other side run
-      }
-    }
-  }
-
-private:
-  std::atomic<int> m_arrived{0};
 };
 
 //! Starts tasks at once on the calling thread (they run until their first suspension) and
