@@ -23,16 +23,16 @@ __global__ void add(float* x, int n, float b) {
 // One job: upload, two kernels, download, check. Reads top to bottom like the blocking loop,
 // but every co_await suspends instead of blocking, so the thread serves other jobs meanwhile.
 ca::task<bool> job(cu::stream_pool& streams, int id, int n) {
-  auto s = co_await streams.acquire();          // a stream lease, returned on scope exit
-  cu::pinned_buffer<float> host(n, s);          // pooled page-locked memory
+  auto s = co_await streams.acquire(); // a stream lease, returned on scope exit
+  cu::pinned_buffer<float> host(n, s); // pooled page-locked memory
   for (int i = 0; i < n; ++i) {
     host.data()[i] = static_cast<float>(id);
   }
-  cu::device_buffer<float> dev(n, s);           // stream-ordered allocation
-  s.copy(dev, host);                            // enqueue without waiting...
+  cu::device_buffer<float> dev(n, s); // stream-ordered allocation
+  s.copy(dev, host);                  // enqueue without waiting...
   s.launch(scale, dim3(64), dim3(256), dev.data(), n, 2.0f);
   s.launch(add, dim3(64), dim3(256), dev.data(), n, 1.0f);
-  co_await s.copy(host, dev);                   // ...and await once: resumed when done
+  co_await s.copy(host, dev); // ...and await once: resumed when done
   co_return host.data()[n - 1] == 2.0f * static_cast<float>(id) + 1.0f;
 }
 
@@ -54,7 +54,7 @@ int main() {
     std::printf("quickstart: no CUDA device, nothing to run\n");
     return 0;
   }
-  ca::runtime rt;                               // thread pool + GPU completion reactor
+  ca::runtime rt; // thread pool + GPU completion reactor
   cu::stream_pool streams(16);
   const int jobs = 1000;
   const int ok = rt.run(all_jobs(streams, jobs));
