@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-# Installs the build tree into a scratch prefix and builds the consumer against it.
+# MODE=install: install the build tree into a scratch prefix and find_package it.
+# MODE=subdirectory: build cuawait from source inside the consumer (add_subdirectory).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix}
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "install failed: ${rc}")
+if(MODE STREQUAL "subdirectory")
+  set(how -DCUAWAIT_SOURCE_DIR=${SOURCE_DIR})
+else()
+  execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix}
+                  RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "install failed: ${rc}")
+  endif()
+  set(how -DCMAKE_PREFIX_PATH=${prefix})
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
-                -DCMAKE_PREFIX_PATH=${prefix} -DCONSUMER_CUDA=${CUDA} RESULT_VARIABLE rc)
+                ${how} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "consumer configure failed: ${rc}")
 endif()
