@@ -3,6 +3,7 @@
 // adjacent slots (every element checked), leasing and the out-of-memory path.
 
 #include "common/gpu.hpp"
+#include "common/owned_coroutine.hpp"
 
 #include <cuawait/cuda/arena.hpp>
 
@@ -26,18 +27,7 @@ __global__ void add_index(float* p, std::size_t n) {
   }
 }
 
-struct owned_coroutine {
-  struct promise_type {
-    owned_coroutine get_return_object() {
-      return {std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_always final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<promise_type> handle;
-};
+using cuawait::test::owned_coroutine;
 
 owned_coroutine take_slot(cu::arena_pair& a, std::optional<std::size_t>& index) {
   auto slot = co_await a.acquire();

@@ -3,6 +3,7 @@
 // stream operations on a lease.
 
 #include "common/gpu.hpp"
+#include "common/owned_coroutine.hpp"
 
 #include <cuawait/cuda/device_buffer.hpp>
 #include <cuawait/cuda/pinned_buffer.hpp>
@@ -21,19 +22,7 @@ namespace {
 namespace cu = cuawait::cuda;
 using cuawait::priority;
 
-// Starts at once; the test owns the frame.
-struct owned_coroutine {
-  struct promise_type {
-    owned_coroutine get_return_object() {
-      return {std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_always final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<promise_type> handle;
-};
+using cuawait::test::owned_coroutine;
 
 owned_coroutine lease_and_record(cu::stream_pool& pool, std::optional<cudaStream_t>& got) {
   auto lease = co_await pool.acquire();
