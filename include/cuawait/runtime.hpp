@@ -13,6 +13,7 @@
 
 // Layer 3 (runtime): part of target cuawait::cuda, not of the CUDA-free core.
 
+#include "cuawait/async_scope.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
@@ -22,10 +23,7 @@
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"
 
-#include <condition_variable>
 #include <cstddef>
-#include <exception>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -68,19 +66,19 @@ public:
     return m_loop.run(static_cast<A&&>(a));
   }
 
-  //! Starts `t` on the pool, detached. Its exception, if any, is kept and rethrown by
-  //! `join_spawned()` (the first one only).
+  //! Starts `t` on the pool; its result is dropped. Its exception, if any, is kept and
+  //! rethrown by `join_spawned()` (the first one only). Spawned tasks see the stop token of
+  //! `spawned().get_stop_token()`. Thread-safe.
   template <class T>
   void spawn(task<T> t) {
-    {
-      const std::lock_guard lock(m_spawn_mutex);
-      ++m_spawned;
-    }
-    (void)launch_detached(*this, std::move(t));
+    m_spawned.spawn(on_pool(m_pool, std::move(t)));
   }
 
   //! Blocks until every spawned task finished; rethrows the first exception one threw.
-  void join_spawned();
+  void join_spawned() { m_loop.run(m_spawned.join()); }
+
+  //! The scope spawned tasks run in (for `request_stop()`).
+  [[nodiscard]] async_scope& spawned() noexcept { return m_spawned; }
 
   [[nodiscard]] thread_pool& pool() noexcept { return m_pool; }
   [[nodiscard]] run_loop& loop() noexcept { return m_loop; }
@@ -89,36 +87,17 @@ public:
   [[nodiscard]] reactor_stats stats() const { return m_reactor.stats(); }
 
 private:
-  struct detached {
-    struct promise_type {
-      detached get_return_object() noexcept { return {}; }
-      std::suspend_never initial_suspend() noexcept { return {}; }
-      std::suspend_never final_suspend() noexcept { return {}; }
-      void return_void() noexcept {}
-      void unhandled_exception() noexcept { std::terminate(); }
-    };
-  };
   template <class T>
-  static detached launch_detached(runtime& rt, task<T> t) {
-    std::exception_ptr error;
-    try {
-      co_await rt.m_pool.schedule();
-      co_await std::move(t);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    rt.spawned_done(error);
+  static task<void> on_pool(thread_pool& pool, task<T> t) {
+    co_await pool.schedule();
+    (void)co_await std::move(t);
   }
-  void spawned_done(std::exception_ptr error) noexcept;
 
   thread_pool m_pool;
   mutable cuda::gpu_reactor m_reactor;
   cuda::gpu_reactor* m_previous = nullptr;
   run_loop m_loop;
-  std::mutex m_spawn_mutex;
-  std::condition_variable m_spawn_cv;
-  std::size_t m_spawned = 0;
-  std::exception_ptr m_spawn_error;
+  async_scope m_spawned; // last: joined in the destructor before the pool stops
 };
 
 } // namespace cuawait

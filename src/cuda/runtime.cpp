@@ -33,32 +33,17 @@ runtime::runtime(runtime_options options)
 }
 
 runtime::~runtime() {
-  {
-    std::unique_lock lock(m_spawn_mutex);
-    m_spawn_cv.wait(lock, [&] { return m_spawned == 0; });
+  // Spawned tasks finish first; an exception nobody collected with join_spawned() is
+  // dropped here (a destructor must not throw).
+  try {
+    m_loop.run(m_spawned.join());
+  } catch (...) {
   }
   // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop.
   m_reactor.reactor().drain();
   (void)m_loop.poll();
   (void)cuda::install_reactor(m_previous);
   m_pool.shutdown();
-}
-
-void runtime::join_spawned() {
-  std::unique_lock lock(m_spawn_mutex);
-  m_spawn_cv.wait(lock, [&] { return m_spawned == 0; });
-  if (m_spawn_error) {
-    std::rethrow_exception(std::exchange(m_spawn_error, nullptr));
-  }
-}
-
-void runtime::spawned_done(std::exception_ptr error) noexcept {
-  const std::lock_guard lock(m_spawn_mutex);
-  if (error && !m_spawn_error) {
-    m_spawn_error = std::move(error);
-  }
-  --m_spawned;
-  m_spawn_cv.notify_all();
 }
 
 } // namespace cuawait
