@@ -78,8 +78,10 @@ public:
   //! without one.
   std::size_t poll();
 
-  //! Polls (spinning, then sleeping `park_poll` between polls) until no wait is pending.
-  //! Without a thread, it resumes inline waiters on the calling thread.
+  //! Polls (spinning, then sleeping `park_poll` between polls) until no wait is pending and
+  //! every inline resumption has returned (so what those coroutines wrote before their next
+  //! suspension is visible to the caller). Without a thread, it resumes inline waiters on
+  //! the calling thread. Waits posted to an executor count as done once posted.
   void drain();
 
   //! Cancels every pending wait: each resumes with `completion_state::cancelled`.
@@ -135,6 +137,9 @@ private:
   std::uint64_t m_last_probe_ns = 0;
 
   std::atomic<std::size_t> m_pending_count{0};
+  // Inline resumptions taken off the ready list and not yet returned: drain() waits for
+  // them too, so the coroutines' writes are visible to its caller.
+  std::atomic<std::size_t> m_resuming{0};
   std::atomic<std::uint64_t> m_wake_seq{0};
   std::atomic<bool> m_parked{false};
   std::mutex m_park_mutex;

@@ -264,8 +264,10 @@ std::size_t completion_reactor::run_ready_inline() {
       w->prev = w->next = nullptr;
       w->state = node_state::resolved;
       h = w->handle;
+      m_resuming.fetch_add(1, std::memory_order_relaxed);
     }
     detail::resume(h); // after this, the node may be gone
+    m_resuming.fetch_sub(1, std::memory_order_release);
     ++n;
   }
 }
@@ -294,7 +296,8 @@ void completion_reactor::drain() {
   for (;;) {
     {
       const std::lock_guard lock(m_mutex);
-      if (m_pending_count.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr) {
+      if (m_pending_count.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr &&
+          m_resuming.load(std::memory_order_acquire) == 0) {
         return;
       }
     }
