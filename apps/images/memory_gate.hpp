@@ -4,11 +4,10 @@
 //! @file
 //! `memory_gate`: bounds the bytes of image buffers in flight in the coroutine mode. An
 //! image takes a share of the budget (in 1 MiB units of an `async_semaphore`) before its
-//! buffers are allocated and gives it back when it is done. Shares of several units are
-//! taken under an `async_mutex`, so two half-served images can never hold the budget
-//! between them and wait for each other.
+//! buffers are allocated and gives it back when it is done. A share is taken whole, in one
+//! `acquire(n)`, so two half-served images can never hold the budget between them and wait
+//! for each other, and a large image at the head of the queue is not starved by small ones.
 
-#include <cuawait/async_mutex.hpp>
 #include <cuawait/async_semaphore.hpp>
 #include <cuawait/task.hpp>
 
@@ -20,9 +19,7 @@ namespace cuawait::images {
 
 class memory_gate {
 public:
-  //! Bytes per semaphore permit. The semaphore takes one permit per `acquire`, so a share
-  //! costs one semaphore operation per unit, all under the mutex: 1 MiB keeps that to ~20
-  //! for a 1-megapixel image (64 KiB took 336), while rounding up wastes at most 1 MiB.
+  //! Bytes per semaphore permit: rounding a share up wastes at most 1 MiB.
   static constexpr std::size_t unit = std::size_t{1} << 20;
 
   //! A share of the budget, returned on destruction. Move-only.
@@ -68,17 +65,13 @@ public:
   [[nodiscard]] task<share> acquire(std::size_t bytes) {
     const auto units = std::min<std::ptrdiff_t>(
         m_total, static_cast<std::ptrdiff_t>(std::max<std::size_t>(1, (bytes + unit - 1) / unit)));
-    auto lock = co_await m_mutex.scoped_lock();
-    for (std::ptrdiff_t i = 0; i < units; ++i) {
-      co_await m_permits.acquire();
-    }
+    co_await m_permits.acquire(units);
     co_return share{this, units};
   }
 
 private:
   std::ptrdiff_t m_total;
   async_semaphore m_permits;
-  async_mutex m_mutex;
 };
 
 } // namespace cuawait::images

@@ -20,18 +20,23 @@ namespace cuawait {
 
 class async_semaphore;
 
-//! Move-only ownership of one permit of an `async_semaphore`; releases it on destruction.
-//! The semaphore must outlive the permit.
+//! Move-only ownership of permits of an `async_semaphore` (one, or the `n` of an
+//! `acquire_permit(n)`); returns them all on destruction. The semaphore must outlive it.
 class [[nodiscard]] async_semaphore_permit {
 public:
-  //! Takes over a permit the caller already acquired.
+  //! Takes over one permit the caller already acquired.
   async_semaphore_permit(async_semaphore& s, std::adopt_lock_t) noexcept : m_semaphore(&s) {}
+  //! Takes over `count` permits the caller already acquired.
+  async_semaphore_permit(async_semaphore& s, std::ptrdiff_t count, std::adopt_lock_t) noexcept
+      : m_semaphore(&s), m_count(count) {}
   async_semaphore_permit(async_semaphore_permit&& other) noexcept
-      : m_semaphore(std::exchange(other.m_semaphore, nullptr)) {}
+      : m_semaphore(std::exchange(other.m_semaphore, nullptr)),
+        m_count(std::exchange(other.m_count, 0)) {}
   async_semaphore_permit& operator=(async_semaphore_permit&& other) noexcept {
     if (this != &other) {
       release();
       m_semaphore = std::exchange(other.m_semaphore, nullptr);
+      m_count = std::exchange(other.m_count, 0);
     }
     return *this;
   }
@@ -39,18 +44,28 @@ public:
   async_semaphore_permit& operator=(const async_semaphore_permit&) = delete;
   ~async_semaphore_permit() { release(); }
 
-  //! Returns the permit now; does nothing if it was already returned or moved from.
+  //! Returns the permits now; does nothing if they were already returned or moved from.
   void release() noexcept;
-  //! True while the permit is held.
+  //! True while the permits are held.
   [[nodiscard]] explicit operator bool() const noexcept { return m_semaphore != nullptr; }
+  //! How many permits this guard holds (0 once released or moved from).
+  [[nodiscard]] std::ptrdiff_t count() const noexcept {
+    return m_semaphore != nullptr ? m_count : 0;
+  }
 
 private:
   async_semaphore* m_semaphore;
+  std::ptrdiff_t m_count = 1;
 };
 
 //! A counting semaphore. `co_await s.acquire()` takes one permit, suspending while none is
-//! available; `release(k)` returns `k`. Waiters are served in FIFO order, and `release`
-//! hands permits straight to them, so `try_acquire()` never overtakes a queued waiter.
+//! available; `co_await s.acquire(n)` takes `n` at once (bytes of a memory budget, say);
+//! `release(k)` returns `k`. Waiters are served strictly in FIFO order, and `release` hands
+//! permits straight to them: a large request at the head of the queue is not starved by
+//! smaller ones behind it (they wait their turn even when enough permits for them are
+//! free), and `try_acquire()` never overtakes a queued waiter. A request for more permits
+//! than will ever be released waits until cancelled. Each acquire and release costs O(1)
+//! in the count, plus O(1) per waiter it serves.
 //!
 //! Resumption: a waiter resumes on the thread that called `release()`, inside that call,
 //! unless that thread is already resuming a waiter of a cuawait primitive further up its
@@ -68,19 +83,23 @@ public:
   //! Awaiter of `acquire()`: completes holding one permit.
   class [[nodiscard]] acquire_awaiter : public detail::sync_awaiter<acquire_awaiter> {
   public:
-    acquire_awaiter(async_semaphore& s, std::stop_token token) noexcept
-        : sync_awaiter(std::move(token)), m_semaphore(s) {}
+    acquire_awaiter(async_semaphore& s, std::stop_token token, std::ptrdiff_t count = 1) noexcept
+        : sync_awaiter(std::move(token)), m_semaphore(s), m_count(count) {}
     //! @throws operation_cancelled if stop was requested first.
     void await_resume() { finish("cuawait::async_semaphore::acquire cancelled"); }
 
   private:
     friend class detail::sync_awaiter<acquire_awaiter>;
+    friend class async_semaphore;
     bool try_complete_or_enqueue() noexcept;
     std::mutex& sync_mutex() noexcept { return m_semaphore.m_mutex; }
     detail::waiter_queue& sync_queue() noexcept { return m_semaphore.m_waiters; }
+    // A withdrawn head may have held back waiters that fit now.
+    void on_withdrawn_locked(detail::wake_list& woken) noexcept { m_semaphore.grant_locked(woken); }
 
   protected:
     async_semaphore& m_semaphore;
+    std::ptrdiff_t m_count;
   };
 
   //! Awaiter of `acquire_permit()`: completes with an `async_semaphore_permit`.
@@ -90,7 +109,7 @@ public:
     //! @throws operation_cancelled if stop was requested first.
     async_semaphore_permit await_resume() {
       acquire_awaiter::await_resume();
-      return async_semaphore_permit{m_semaphore, std::adopt_lock};
+      return async_semaphore_permit{m_semaphore, m_count, std::adopt_lock};
     }
   };
 
@@ -105,15 +124,11 @@ public:
   async_semaphore& operator=(const async_semaphore&) = delete;
   ~async_semaphore() { assert(m_waiters.empty() && "async_semaphore destroyed with waiters"); }
 
-  //! Takes a permit if one is available; never suspends.
-  [[nodiscard]] bool try_acquire() noexcept {
-    const std::lock_guard lock(m_mutex);
-    if (m_available == 0) {
-      return false;
-    }
-    --m_available;
-    return true;
-  }
+  //! Takes a permit if one is available and nobody is queued; never suspends.
+  [[nodiscard]] bool try_acquire() noexcept { return try_acquire_locked_n(1); }
+  //! Takes `n` permits if that many are available and nobody is queued; never suspends.
+  //! @throws std::invalid_argument if `n` is negative.
+  [[nodiscard]] bool try_acquire(std::ptrdiff_t n) { return try_acquire_locked_n(checked(n)); }
 
   //! `co_await acquire()` takes one permit, suspending until one is available.
   acquire_awaiter acquire() noexcept { return acquire_awaiter{*this, {}}; }
@@ -121,11 +136,25 @@ public:
   acquire_awaiter acquire(std::stop_token token) noexcept {
     return acquire_awaiter{*this, std::move(token)};
   }
+  //! `co_await acquire(n)` takes `n` permits at once (all or none; 0 completes at once).
+  //! @throws std::invalid_argument (from this call) if `n` is negative.
+  acquire_awaiter acquire(std::ptrdiff_t n) { return acquire_awaiter{*this, {}, checked(n)}; }
+  //! As `acquire(n)`, cancellable through `token`: a cancelled request takes no permit.
+  acquire_awaiter acquire(std::ptrdiff_t n, std::stop_token token) {
+    return acquire_awaiter{*this, std::move(token), checked(n)};
+  }
   //! `co_await acquire_permit()` takes one permit and yields a guard that returns it.
   permit_awaiter acquire_permit() noexcept { return permit_awaiter{*this, {}}; }
   //! As `acquire_permit()`, cancellable through `token`.
   permit_awaiter acquire_permit(std::stop_token token) noexcept {
     return permit_awaiter{*this, std::move(token)};
+  }
+  //! `co_await acquire_permit(n)`: `n` permits in one guard that returns them all.
+  //! @throws std::invalid_argument (from this call) if `n` is negative.
+  permit_awaiter acquire_permit(std::ptrdiff_t n) { return permit_awaiter{*this, {}, checked(n)}; }
+  //! As `acquire_permit(n)`, cancellable through `token`.
+  permit_awaiter acquire_permit(std::ptrdiff_t n, std::stop_token token) {
+    return permit_awaiter{*this, std::move(token), checked(n)};
   }
 
   //! Returns `k` permits: the oldest waiters get them first, the rest become available.
@@ -137,12 +166,8 @@ public:
     detail::wake_list woken;
     {
       const std::lock_guard lock(m_mutex);
-      for (; k > 0 && !m_waiters.empty(); --k) {
-        detail::sync_waiter& w = m_waiters.pop_front();
-        w.m_status = detail::wait_status::granted;
-        woken.push(w);
-      }
       m_available += k;
+      grant_locked(woken);
     }
     woken.wake_all();
   }
@@ -154,15 +179,45 @@ public:
   }
 
 private:
+  static std::ptrdiff_t checked(std::ptrdiff_t n) {
+    if (n < 0) {
+      throw std::invalid_argument("cuawait::async_semaphore::acquire: negative count");
+    }
+    return n;
+  }
+
+  bool try_acquire_locked_n(std::ptrdiff_t n) noexcept {
+    const std::lock_guard lock(m_mutex);
+    if (!m_waiters.empty() || m_available < n) {
+      return false;
+    }
+    m_available -= n;
+    return true;
+  }
+
+  // Serves the queue from its head while the head's request fits.
+  void grant_locked(detail::wake_list& woken) noexcept {
+    while (!m_waiters.empty()) {
+      auto& head = static_cast<acquire_awaiter&>(m_waiters.front());
+      if (head.m_count > m_available) {
+        return;
+      }
+      m_available -= head.m_count;
+      m_waiters.pop_front();
+      head.m_status = detail::wait_status::granted;
+      woken.push(head);
+    }
+  }
+
   mutable std::mutex m_mutex;
   std::ptrdiff_t m_available;
-  detail::waiter_queue m_waiters;
+  detail::waiter_queue m_waiters; // of acquire_awaiter only
 };
 
 inline bool async_semaphore::acquire_awaiter::try_complete_or_enqueue() noexcept {
   const std::lock_guard lock(m_semaphore.m_mutex);
-  if (m_semaphore.m_available > 0) {
-    --m_semaphore.m_available;
+  if (m_semaphore.m_waiters.empty() && m_semaphore.m_available >= m_count) {
+    m_semaphore.m_available -= m_count;
     m_status = detail::wait_status::granted;
     return true;
   }
@@ -172,7 +227,7 @@ inline bool async_semaphore::acquire_awaiter::try_complete_or_enqueue() noexcept
 
 inline void async_semaphore_permit::release() noexcept {
   if (m_semaphore != nullptr) {
-    std::exchange(m_semaphore, nullptr)->release(1);
+    std::exchange(m_semaphore, nullptr)->release(std::exchange(m_count, 0));
   }
 }
 

@@ -24,6 +24,8 @@ namespace cuawait::detail {
 //!   false). It may wake other waiters after unlocking, never itself.
 //! - `std::mutex& sync_mutex() noexcept` and `waiter_queue& sync_queue() noexcept`: the
 //!   lock and the queue this waiter sits on, for withdrawal on a stop request.
+//! - optionally `void on_withdrawn_locked(wake_list&) noexcept`: called under the lock
+//!   after a stop request withdrew this waiter, to serve waiters it held back.
 template <class Derived>
 class sync_awaiter : public sync_waiter {
 public:
@@ -79,6 +81,7 @@ private:
 
   // The stop callback: withdraws the waiter unless the primitive already took it.
   void cancel() noexcept {
+    wake_list woken;
     {
       Derived& d = static_cast<Derived&>(*this);
       const std::lock_guard lock(d.sync_mutex());
@@ -87,9 +90,12 @@ private:
       }
       d.sync_queue().erase(*this);
       m_status = wait_status::cancelled;
+      if constexpr (requires { d.on_withdrawn_locked(woken); }) {
+        d.on_withdrawn_locked(woken);
+      }
     }
     arrive(*this);
-    resume_ready();
+    woken.wake_all(); // resumes this thread's ready list, this waiter first
   }
 
   std::stop_token m_token;

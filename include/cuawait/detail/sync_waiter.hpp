@@ -63,6 +63,9 @@ public:
     w.m_queued = false;
   }
 
+  //! The oldest waiter; the queue must not be empty.
+  [[nodiscard]] sync_waiter& front() const noexcept { return *m_head; }
+
   //! Removes and returns the oldest waiter; the queue must not be empty.
   sync_waiter& pop_front() noexcept {
     sync_waiter& w = *m_head;
