@@ -145,6 +145,42 @@ TEST(Batcher, ALoneJobGoesAloneAfterMaxWaitAndItsWaitIsMeasured) {
   EXPECT_GE(s.lone_wait_ns_max, 2'000'000u);
   EXPECT_EQ(s.lone_wait_ns_total, s.lone_wait_ns_max);
   EXPECT_GT(s.mean_lone_wait_us(), 0.0);
+  // Nothing was in flight: none of that wait was back-pressure; all of it was batching.
+  EXPECT_EQ(s.lone_backpressure_ns_total, 0u);
+  EXPECT_EQ(s.backpressure_ns_total, 0u);
+  EXPECT_EQ(s.lone_batching_ns_max, s.lone_wait_ns_max);
+  EXPECT_DOUBLE_EQ(s.mean_lone_batching_us(), s.mean_lone_wait_us());
+}
+
+// A lone job that is ready while max_in_flight batches are on the GPU waits for room; that
+// wait is reported as back-pressure, apart from what batching cost it.
+TEST(Batcher, WaitingForRoomIsCountedAsBackPressureNotBatching) {
+  fake_backend b;
+  b.auto_complete = false;
+  std::vector<outcome> out(2);
+  std::latch done(2);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 0ns, .max_in_flight = 1});
+    submit(e, 1, out[0], done);
+    b.wait_for_batches(1); // job 1 is in flight and fills the only slot
+    submit(e, 2, out[1], done);
+    // Job 2 is ready at once (max_wait 0) but cannot go: the slot frees only now.
+    EXPECT_EQ(b.sizes(), std::vector<std::size_t>{1});
+    b.release(0);
+    b.wait_for_batches(2);
+    b.release(1);
+    done.wait();
+    const auto s = e.stats();
+    EXPECT_EQ(s.lone_jobs, 2u);
+    EXPECT_GT(s.lone_backpressure_ns_total, 0u) << "job 2 waited for job 1's batch";
+    EXPECT_LE(s.lone_backpressure_ns_total, s.lone_wait_ns_total);
+    EXPECT_EQ(s.backpressure_ns_total, s.lone_backpressure_ns_total);
+    EXPECT_LE(s.lone_batching_ns_max, s.lone_wait_ns_max);
+    EXPECT_GE(s.mean_lone_batching_us(), 0.0);
+    EXPECT_LT(s.mean_lone_batching_us(), s.mean_lone_wait_us());
+  }
+  EXPECT_EQ(out[0].value, 1001);
+  EXPECT_EQ(out[1].value, 1002);
 }
 
 TEST(Batcher, BatchesNeverExceedMaxBatchAndFlushSendsTheRest) {

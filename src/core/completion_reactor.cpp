@@ -1,19 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/completion_reactor.hpp"
 
+#include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
 #include <algorithm>
 #include <bit>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CUAWAIT_CPU_PAUSE() _mm_pause()
-#elif defined(__aarch64__)
-#define CUAWAIT_CPU_PAUSE() asm volatile("yield")
-#else
-#define CUAWAIT_CPU_PAUSE() ((void)0)
-#endif
 
 namespace cuawait::detail {
 
@@ -305,7 +297,7 @@ void completion_reactor::drain() {
       // The reactor thread resolves and resumes; only wait for it.
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     } else if (poll() == 0) {
-      CUAWAIT_CPU_PAUSE();
+      detail::cpu_relax();
     }
   }
 }
@@ -418,7 +410,7 @@ void completion_reactor::thread_main(std::stop_token stop) {
       spin_start = now_ns();
     } else {
       for (int i = 0; i < 8; ++i) {
-        CUAWAIT_CPU_PAUSE();
+        detail::cpu_relax();
       }
     }
   }

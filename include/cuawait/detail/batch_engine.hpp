@@ -20,6 +20,7 @@
 //!     bool done(ticket& t);                          // finished? may throw: the batch fails
 //!   };
 
+#include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/executor.hpp"
 
@@ -52,7 +53,10 @@ struct batch_options {
 };
 
 //! What a batcher did. Waits are from a job's arrival to its batch's submission: the
-//! latency batching added.
+//! latency batching added. Part of a wait may be back-pressure: time the batch was ready
+//! (full, or its oldest job had waited `max_wait`) while `max_in_flight` batches were still
+//! on the GPU. That part is counted separately, because it is the GPU being busy, not
+//! batching: a job pays it with or without a batcher.
 struct batch_stats {
   std::uint64_t jobs = 0;           //!< jobs submitted
   std::uint64_t batches = 0;        //!< submissions
@@ -66,6 +70,10 @@ struct batch_stats {
   std::uint64_t wait_ns_max = 0;
   std::uint64_t lone_wait_ns_total = 0; //!< sum over lone jobs of the added latency
   std::uint64_t lone_wait_ns_max = 0;
+  std::uint64_t backpressure_ns_total = 0;      //!< part of `wait_ns_total` spent waiting for room
+  std::uint64_t lone_backpressure_ns_total = 0; //!< part of `lone_wait_ns_total` likewise
+  //! Largest wait of a lone job minus its back-pressure: what batching itself cost it.
+  std::uint64_t lone_batching_ns_max = 0;
 
   //! Mean jobs per submission.
   [[nodiscard]] double mean_batch() const noexcept {
@@ -80,6 +88,17 @@ struct batch_stats {
     return lone_jobs == 0
                ? 0.0
                : static_cast<double>(lone_wait_ns_total) / 1e3 / static_cast<double>(lone_jobs);
+  }
+  //! Of `mean_lone_wait_us()`, the part spent waiting for room (`max_in_flight`).
+  [[nodiscard]] double mean_lone_backpressure_us() const noexcept {
+    return lone_jobs == 0 ? 0.0
+                          : static_cast<double>(lone_backpressure_ns_total) / 1e3 /
+                                static_cast<double>(lone_jobs);
+  }
+  //! What batching itself cost a lone job, in microseconds: its wait for company (at most
+  //! `max_wait`) plus the engine's reaction time; back-pressure excluded.
+  [[nodiscard]] double mean_lone_batching_us() const noexcept {
+    return mean_lone_wait_us() - mean_lone_backpressure_us();
   }
 };
 
@@ -183,15 +202,20 @@ private:
     std::deque<in_flight> flying;
     std::vector<job_type*> jobs;
     std::uint64_t idle_since = now_ns();
+    std::uint64_t room_since = 0; // when the last wait for a free in-flight slot ended
     for (;;) {
       bool progress = false;
       if (flying.size() < m_options.max_in_flight) {
-        if (item* head = take_due(jobs); head != nullptr) {
+        if (item* head = take_due(jobs, room_since); head != nullptr) {
           submit(head, jobs, flying);
           progress = true;
         }
       }
+      const bool was_full = flying.size() >= m_options.max_in_flight;
       progress = poll(flying) || progress;
+      if (was_full && flying.size() < m_options.max_in_flight) {
+        room_since = now_ns();
+      }
       if (progress) {
         idle_since = now_ns();
         continue;
@@ -202,8 +226,9 @@ private:
     }
   }
 
-  //! Takes the due batch off the queue (its jobs into `jobs`), or nullptr.
-  item* take_due(std::vector<job_type*>& jobs) {
+  //! Takes the due batch off the queue (its jobs into `jobs`), or nullptr. `room_since`:
+  //! when the engine last got a free in-flight slot after waiting for one.
+  item* take_due(std::vector<job_type*>& jobs, std::uint64_t room_since) {
     const std::lock_guard lock(m_mutex);
     if (m_head == nullptr) {
       m_forced = false;
@@ -225,11 +250,23 @@ private:
     item* last = head;
     jobs.clear();
     jobs.push_back(&head->job);
-    record_wait(now - head->arrived_ns);
     while (jobs.size() < m_options.max_batch && last->next != nullptr) {
       last = last->next;
       jobs.push_back(&last->job);
-      record_wait(now - last->arrived_ns);
+    }
+    // When the batch was ready to go (full when its last job came, or its oldest job had
+    // waited max_wait), had there been room: waiting for room after that is back-pressure.
+    const std::uint64_t ready_at =
+        jobs.size() == m_options.max_batch
+            ? last->arrived_ns
+            : head->arrived_ns + static_cast<std::uint64_t>(m_options.max_wait.count());
+    const std::uint64_t room_wait = room_since > ready_at ? room_since - ready_at : 0;
+    for (item* i = head;; i = i->next) {
+      const std::uint64_t wait = now - i->arrived_ns;
+      record_wait(wait, std::min(wait, room_wait));
+      if (i == last) {
+        break;
+      }
     }
     m_head = last->next;
     last->next = nullptr;
@@ -238,16 +275,19 @@ private:
       m_forced = false;
     }
     m_pending -= jobs.size();
-    count_batch(reason, jobs.size(), now - head->arrived_ns);
+    const std::uint64_t first_wait = now - head->arrived_ns;
+    count_batch(reason, jobs.size(), first_wait, std::min(first_wait, room_wait));
     return head;
   }
 
-  void record_wait(std::uint64_t ns) noexcept {
+  void record_wait(std::uint64_t ns, std::uint64_t backpressure_ns) noexcept {
     m_stats.wait_ns_total += ns;
+    m_stats.backpressure_ns_total += backpressure_ns;
     m_stats.wait_ns_max = std::max(m_stats.wait_ns_max, ns);
   }
 
-  void count_batch(why reason, std::size_t n, std::uint64_t first_wait) noexcept {
+  void count_batch(why reason, std::size_t n, std::uint64_t first_wait,
+                   std::uint64_t first_backpressure) noexcept {
     m_stats.jobs += n;
     ++m_stats.batches;
     m_stats.largest_batch = std::max(m_stats.largest_batch, n);
@@ -258,6 +298,9 @@ private:
       ++m_stats.lone_jobs;
       m_stats.lone_wait_ns_total += first_wait;
       m_stats.lone_wait_ns_max = std::max(m_stats.lone_wait_ns_max, first_wait);
+      m_stats.lone_backpressure_ns_total += first_backpressure;
+      m_stats.lone_batching_ns_max =
+          std::max(m_stats.lone_batching_ns_max, first_wait - first_backpressure);
     }
   }
 
@@ -327,16 +370,51 @@ private:
       if (m_stopping) {
         return false;
       }
+      if (now_ns() - idle_since < idle_spin_ns) {
+        // Just went idle: the next job often follows within microseconds (a coroutine
+        // resumed from its batch submits again). Waking a sleeping thread costs tens of
+        // microseconds on an idle machine, which that job would pay on top of max_wait.
+        lock.unlock();
+        spin_for(spin_slice_ns);
+        return true;
+      }
       m_sleeping = true;
       m_wake.wait(lock, [this] { return m_head != nullptr || m_stopping; });
       m_sleeping = false;
       return true;
     }
-    // Work is pending or in flight: spin (cheap latency) while things happen, then poll
-    // at a coarser period so a long GPU batch does not burn a core.
-    if (now_ns() - idle_since > spin_window_ns && m_head == nullptr) {
+    // Room to sleep: forever with nothing pending; until shortly before a partial batch is
+    // due otherwise (an arrival that fills it wakes us).
+    std::uint64_t sleep_limit = ~std::uint64_t{0};
+    if (m_head != nullptr) {
+      if (m_pending >= m_options.max_batch || m_forced || m_stopping) {
+        return true; // became due since take_due() looked: go again at once
+      }
+      // A partial batch waits for company until a known moment. Near it, spin on the clock
+      // without giving the core away: a yield or a short timed sleep can cost tens of
+      // microseconds (the kernel's timer slack is 50 µs), which a lone job would pay on top
+      // of max_wait. The caller polls batches in flight between two short spins.
+      const std::uint64_t due =
+          m_head->arrived_ns + static_cast<std::uint64_t>(m_options.max_wait.count());
+      const std::uint64_t now = now_ns();
+      if (due <= now + sleep_margin_ns) {
+        lock.unlock();
+        spin_for(std::min(due - std::min(due, now), spin_slice_ns));
+        return true;
+      }
+      sleep_limit = due - now - sleep_margin_ns;
+      if (nothing_in_flight) {
+        m_sleeping = true;
+        m_wake.wait_for(lock, std::chrono::nanoseconds(sleep_limit));
+        m_sleeping = false;
+        return true;
+      }
+    }
+    // Batches in flight: spin (cheap latency) while things happen, then poll at a coarser
+    // period so a long GPU batch does not burn a core.
+    if (now_ns() - idle_since > spin_window_ns) {
       m_sleeping = true;
-      m_wake.wait_for(lock, std::chrono::microseconds(50));
+      m_wake.wait_for(lock, std::chrono::nanoseconds(std::min<std::uint64_t>(50'000, sleep_limit)));
       m_sleeping = false;
       return true;
     }
@@ -345,6 +423,19 @@ private:
     return true;
   }
 
+  static void spin_for(std::uint64_t ns) noexcept {
+    const std::uint64_t until = now_ns() + ns;
+    while (now_ns() < until) {
+      cpu_relax();
+    }
+  }
+
+  //! How long the engine spins after its last progress before it sleeps when idle.
+  static constexpr std::uint64_t idle_spin_ns = 200'000;
+  //! How long before a partial batch is due the engine stops sleeping and spins.
+  static constexpr std::uint64_t sleep_margin_ns = 100'000;
+  //! The longest spin between two polls of the batches in flight.
+  static constexpr std::uint64_t spin_slice_ns = 2'000;
   static constexpr std::uint64_t spin_window_ns = 2'000'000;
 
   Backend* m_backend;
