@@ -36,13 +36,15 @@ struct fake_backend {
     std::atomic<int> waits{0};
     std::atomic<int> discards{0};
     std::atomic<std::size_t> fail_above{~std::size_t{0}};
+    std::atomic<int> fail_after{-1}; // >= 0: allocations beyond this many throw
     std::mutex mutex;
     std::set<void*> live;
   };
   std::shared_ptr<counters> c = std::make_shared<counters>();
 
   void* allocate(std::size_t bytes) {
-    if (bytes > c->fail_above.load()) {
+    if (bytes > c->fail_above.load() ||
+        (c->fail_after.load() >= 0 && c->allocations.load() >= c->fail_after.load())) {
       throw std::bad_alloc();
     }
     void* p = std::malloc(bytes);
@@ -309,6 +311,62 @@ TEST(SizeClassPool, ConcurrentUseNeverHandsOutOneBlockTwice) {
   EXPECT_EQ(s.bytes_in_use, 0u);
   EXPECT_EQ(s.bytes_held, s.bytes_cached);
   EXPECT_LT(pool.backend().c->allocations.load(), threads * rounds / 10);
+}
+
+// --- reserve ----------------------------------------------------------------------------
+
+TEST(SizeClassPool, ReserveFillsTheCacheSoTheNextRequestsSkipTheBackend) {
+  pool_t pool;
+  EXPECT_EQ(pool.reserve(1000, 3), 3u);
+  const std::size_t cls = size_class_for(1000).bytes;
+  EXPECT_EQ(pool.stats().bytes_cached, 3 * cls);
+  EXPECT_EQ(pool.stats().backend_allocations, 3u);
+  std::vector<pool_t::block> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(pool.allocate(1000));
+  }
+  EXPECT_EQ(pool.stats().backend_allocations, 3u) << "served from the reserve";
+  EXPECT_EQ(pool.stats().reuses, 3u);
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  held.push_back(pool.allocate(1000)); // the reserve is used up
+  EXPECT_EQ(pool.stats().backend_allocations, 4u);
+  for (const auto& b : held) {
+    pool.deallocate(b);
+  }
+}
+
+TEST(SizeClassPool, ReserveCountsBlocksAlreadyCachedAndSkipsHugeRequests) {
+  pool_t pool;
+  pool.deallocate(pool.allocate(5000));
+  EXPECT_EQ(pool.reserve(5000, 2), 1u) << "one ready block of that class was there already";
+  EXPECT_EQ(pool.reserve(5000, 2), 0u);
+  EXPECT_EQ(pool.reserve(cuawait::detail::size_class_max_bytes + 1, 1), 0u);
+  EXPECT_EQ(pool.stats().backend_allocations, 2u);
+}
+
+TEST(SizeClassPool, ReserveStopsAtTheCacheLimit) {
+  const std::size_t cls = size_class_for(4096).bytes;
+  pool_t pool(fake_backend{}, 2 * cls);
+  EXPECT_EQ(pool.reserve(4096, 5), 2u);
+  EXPECT_EQ(pool.stats().bytes_cached, 2 * cls);
+  EXPECT_LE(pool.stats().bytes_cached, 2 * cls);
+}
+
+TEST(SizeClassPool, AFailedReserveKeepsWhatItGotAndThePoolStaysUsable) {
+  pool_t pool;
+  pool.backend().c->fail_after = 2;
+  EXPECT_THROW((void)pool.reserve(1000, 4), std::bad_alloc);
+  EXPECT_EQ(pool.stats().backend_allocations, 2u);
+  EXPECT_EQ(pool.stats().bytes_cached, 2 * size_class_for(1000).bytes);
+  const auto a = pool.allocate(1000); // from the two reserved
+  const auto b = pool.allocate(1000);
+  EXPECT_THROW((void)pool.allocate(1000), std::bad_alloc);
+  pool.backend().c->fail_after = -1;
+  const auto c = pool.allocate(1000);
+  pool.deallocate(a);
+  pool.deallocate(b);
+  pool.deallocate(c);
+  EXPECT_EQ(pool.stats().bytes_in_use, 0u);
 }
 
 } // namespace

@@ -120,6 +120,10 @@ void pinned_pool::deallocate(block b, stream_ref s) noexcept {
   }
 }
 
+std::size_t pinned_pool::reserve(std::size_t bytes, std::size_t count) {
+  return m_pool.reserve(bytes, count);
+}
+
 std::size_t pinned_pool::trim() noexcept { return m_pool.trim(); }
 
 pinned_pool_stats pinned_pool::stats() const noexcept { return m_pool.stats(); }

@@ -229,6 +229,27 @@ TEST_F(BufferTest, PinnedPoolReusesWithoutNewAllocationsAndReportsBytes) {
   EXPECT_EQ(pool.stats().bytes_held, 0u);
 }
 
+TEST_F(BufferTest, PinnedReserveServesTheNextBuffersWithoutCudaHostAlloc) {
+  cu::pinned_pool pool;
+  EXPECT_EQ(pool.reserve(1'000'000, 3), 3u);
+  EXPECT_EQ(pool.stats().backend_allocations, 3u);
+  {
+    cu::pinned_buffer<char> a(1'000'000, pool);
+    cu::pinned_buffer<char> b(1'000'000, pool);
+    cu::pinned_buffer<char> c(1'000'000, pool);
+    a[999'999] = b[0] = c[0] = 1; // real, writable page-locked memory
+    EXPECT_EQ(pool.stats().backend_allocations, 3u) << "served from the reserve";
+    EXPECT_EQ(pool.stats().reuses, 3u);
+  }
+  try {
+    (void)pool.reserve(std::size_t{1} << 40, 1); // the largest pooled class: 1 TiB
+    FAIL() << "reserving 1 TiB of pinned memory succeeded";
+  } catch (const cu::cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("pinned_pool: allocate"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pool.stats().bytes_cached, pool.stats().bytes_held);
+}
+
 TEST_F(BufferTest, PinnedOutOfMemoryNamesTheSize) {
   cu::pinned_pool pool;
   try {
