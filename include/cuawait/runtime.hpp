@@ -74,7 +74,10 @@ public:
     m_spawned.spawn(on_pool(m_pool, std::move(t)));
   }
 
-  //! Blocks until every spawned task finished; rethrows the first exception one threw.
+  //! Blocks until every spawned task finished; rethrows the first exception one threw
+  //! since the previous join. Drives the runtime's loop meanwhile (like `run`). One thread
+  //! at a time: a second concurrent `join_spawned()` is not allowed (`async_scope` takes one
+  //! join at a time); tasks may still be spawned while it waits, and it waits for them too.
   void join_spawned() { m_loop.run(m_spawned.join()); }
 
   //! The scope spawned tasks run in (for `request_stop()`).
