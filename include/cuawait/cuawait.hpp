@@ -21,6 +21,7 @@
 #include "cuawait/sync_wait.hpp"
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"
+#include "cuawait/timer.hpp"
 #include "cuawait/version.hpp"
 #include "cuawait/when_all.hpp"
 #include "cuawait/when_any.hpp"

@@ -7,7 +7,7 @@
 //!
 //! ```cpp
 //! auto [index, value] = co_await cuawait::when_any(std::move(replicas)); // one type
-//! auto r = co_await cuawait::when_any(fetch_from_a(), fetch_from_b()); // a std::variant
+//! auto r = co_await cuawait::when_any(fetch(), cuawait::sleep_for(1s)); // a timeout (timer.hpp)
 //! ```
 //!
 //! Cancellation is cooperative. Each child is given the token of a `std::stop_source`
