@@ -51,13 +51,14 @@ TEST(Timer, ADeadlineInThePastCompletesWithoutSuspending) {
 
 TEST(Timer, SleepsEndInDeadlineOrderWhateverOrderTheyStarted) {
   ca::timer_service timers;
-  const auto t0 = clock_type::now() + 30ms;
+  // Far enough ahead that even a badly preempted test thread starts all three first.
+  const auto t0 = clock_type::now() + 250ms;
   std::mutex m;
   std::vector<int> order;
   task_group g;
   for (const int k : {3, 1, 2}) {
     g.spawn_call([&, k]() -> ca::task<void> {
-      co_await timers.sleep_until(t0 + k * 10ms);
+      co_await timers.sleep_until(t0 + k * 20ms);
       const std::lock_guard lock(m);
       order.push_back(k);
     });
