@@ -321,11 +321,17 @@ TEST(AsyncSemaphore, MixedCountCancellationRacesKeepTheCountExact) {
   }
 }
 
-// 32 coroutines on 8 threads take 1 to 4 permits of 6: the sum in flight never exceeds 6.
-TEST(AsyncSemaphore, StressMixedCountsNeverExceedTheBudget) {
-  constexpr int budget = 6;
-  constexpr int coroutines = 32;
-  constexpr int iterations = 200;
+//! What a stress run over a semaphore saw.
+struct stress_outcome {
+  int peak = 0;                 //!< most permits held at once
+  int done = 0;                 //!< permits taken and given back
+  std::ptrdiff_t available = 0; //!< permits left afterwards
+};
+
+//! `coroutines` coroutines on 8 threads each take `count(c)` permits `iterations` times,
+//! sometimes holding them across a thread hop.
+template <class Count>
+stress_outcome stress(std::ptrdiff_t budget, int coroutines, int iterations, Count count) {
   ca::async_semaphore s(budget);
   std::atomic<int> in_flight{0};
   std::atomic<int> peak{0};
@@ -334,9 +340,8 @@ TEST(AsyncSemaphore, StressMixedCountsNeverExceedTheBudget) {
     thread_resumer threads(8);
     task_group g;
     for (int c = 0; c < coroutines; ++c) {
-      g.spawn_call([&, c]() -> ca::task<void> {
+      g.spawn_call([&, n = count(c)]() -> ca::task<void> {
         co_await threads.schedule();
-        const int n = 1 + c % 4;
         for (int i = 0; i < iterations; ++i) {
           auto permit = co_await s.acquire_permit(n);
           const int now = in_flight.fetch_add(n) + n;
@@ -344,7 +349,7 @@ TEST(AsyncSemaphore, StressMixedCountsNeverExceedTheBudget) {
           while (now > seen && !peak.compare_exchange_weak(seen, now)) {
           }
           if (i % 8 == 0) {
-            co_await threads.schedule();
+            co_await threads.schedule(); // hold the permits across a thread hop
           }
           in_flight.fetch_sub(n);
           done.fetch_add(1);
@@ -353,10 +358,19 @@ TEST(AsyncSemaphore, StressMixedCountsNeverExceedTheBudget) {
     }
     g.wait();
   }
-  EXPECT_LE(peak.load(), budget);
-  EXPECT_GE(peak.load(), 4);
-  EXPECT_EQ(done.load(), coroutines * iterations);
-  EXPECT_EQ(s.available(), budget);
+  return {peak.load(), done.load(), s.available()};
+}
+
+// 32 coroutines on 8 threads take 1 to 4 permits of 6: the sum in flight never exceeds 6.
+TEST(AsyncSemaphore, StressMixedCountsNeverExceedTheBudget) {
+  constexpr int budget = 6;
+  constexpr int coroutines = 32;
+  constexpr int iterations = 200;
+  const stress_outcome r = stress(budget, coroutines, iterations, [](int c) { return 1 + c % 4; });
+  EXPECT_LE(r.peak, budget);
+  EXPECT_GE(r.peak, 4);
+  EXPECT_EQ(r.done, coroutines * iterations);
+  EXPECT_EQ(r.available, budget);
 }
 
 // 64 coroutines on 8 threads share 4 permits: never more than 4 in flight, all returned.
@@ -364,36 +378,11 @@ TEST(AsyncSemaphore, StressBoundsWorkInFlight) {
   constexpr int limit = 4;
   constexpr int coroutines = 64;
   constexpr int iterations = 300;
-  ca::async_semaphore s(limit);
-  std::atomic<int> in_flight{0};
-  std::atomic<int> peak{0};
-  std::atomic<int> done{0};
-  {
-    thread_resumer threads(8);
-    task_group g;
-    for (int c = 0; c < coroutines; ++c) {
-      g.spawn_call([&]() -> ca::task<void> {
-        co_await threads.schedule();
-        for (int i = 0; i < iterations; ++i) {
-          auto permit = co_await s.acquire_permit();
-          const int now = in_flight.fetch_add(1) + 1;
-          int seen = peak.load();
-          while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-          }
-          if (i % 8 == 0) {
-            co_await threads.schedule(); // hold the permit across a thread hop
-          }
-          in_flight.fetch_sub(1);
-          done.fetch_add(1);
-        }
-      });
-    }
-    g.wait();
-  }
-  EXPECT_LE(peak.load(), limit);
-  EXPECT_GE(peak.load(), 1);
-  EXPECT_EQ(done.load(), coroutines * iterations);
-  EXPECT_EQ(s.available(), limit);
+  const stress_outcome r = stress(limit, coroutines, iterations, [](int) { return 1; });
+  EXPECT_LE(r.peak, limit);
+  EXPECT_GE(r.peak, 1);
+  EXPECT_EQ(r.done, coroutines * iterations);
+  EXPECT_EQ(r.available, limit);
 }
 
 } // namespace

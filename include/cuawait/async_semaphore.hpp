@@ -125,10 +125,10 @@ public:
   ~async_semaphore() { assert(m_waiters.empty() && "async_semaphore destroyed with waiters"); }
 
   //! Takes a permit if one is available and nobody is queued; never suspends.
-  [[nodiscard]] bool try_acquire() noexcept { return try_acquire_locked_n(1); }
+  [[nodiscard]] bool try_acquire() noexcept { return try_take(1); }
   //! Takes `n` permits if that many are available and nobody is queued; never suspends.
   //! @throws std::invalid_argument if `n` is negative.
-  [[nodiscard]] bool try_acquire(std::ptrdiff_t n) { return try_acquire_locked_n(checked(n)); }
+  [[nodiscard]] bool try_acquire(std::ptrdiff_t n) { return try_take(checked(n)); }
 
   //! `co_await acquire()` takes one permit, suspending until one is available.
   acquire_awaiter acquire() noexcept { return acquire_awaiter{*this, {}}; }
@@ -186,7 +186,7 @@ private:
     return n;
   }
 
-  bool try_acquire_locked_n(std::ptrdiff_t n) noexcept {
+  bool try_take(std::ptrdiff_t n) noexcept {
     const std::lock_guard lock(m_mutex);
     if (!m_waiters.empty() || m_available < n) {
       return false;

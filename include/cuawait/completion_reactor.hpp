@@ -133,13 +133,13 @@ private:
   std::vector<detail::reactor_lane*> m_active;
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
   detail::wait_node* m_ready_tail = nullptr;
+  // Inline resumptions taken off the ready list and not yet returned: drain() waits for
+  // them too, so the coroutines' writes are visible to its caller.
+  std::size_t m_resuming = 0;
   std::uint64_t m_last_progress_ns = 0;
   std::uint64_t m_last_probe_ns = 0;
 
   std::atomic<std::size_t> m_pending_count{0};
-  // Inline resumptions taken off the ready list and not yet returned: drain() waits for
-  // them too, so the coroutines' writes are visible to its caller.
-  std::atomic<std::size_t> m_resuming{0};
   std::atomic<std::uint64_t> m_wake_seq{0};
   std::atomic<bool> m_parked{false};
   std::mutex m_park_mutex;

@@ -247,6 +247,9 @@ std::size_t completion_reactor::run_ready_inline() {
     std::coroutine_handle<> h;
     {
       const std::lock_guard lock(m_mutex);
+      if (n != 0) {
+        --m_resuming; // the previous resumption has returned
+      }
       wait_node* w = m_ready_head;
       if (w == nullptr) {
         return n;
@@ -256,10 +259,9 @@ std::size_t completion_reactor::run_ready_inline() {
       w->prev = w->next = nullptr;
       w->state = node_state::resolved;
       h = w->handle;
-      m_resuming.fetch_add(1, std::memory_order_relaxed);
+      ++m_resuming;
     }
     detail::resume(h); // after this, the node may be gone
-    m_resuming.fetch_sub(1, std::memory_order_release);
     ++n;
   }
 }
@@ -289,7 +291,7 @@ void completion_reactor::drain() {
     {
       const std::lock_guard lock(m_mutex);
       if (m_pending_count.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr &&
-          m_resuming.load(std::memory_order_acquire) == 0) {
+          m_resuming == 0) {
         return;
       }
     }

@@ -3,6 +3,7 @@
 // allocation, copied in merged transfers and processed per merged run; every element of
 // every job checked against the CPU; each coroutine gets its own job back; errors.
 
+#include "common/detached.hpp"
 #include "common/gpu.hpp"
 
 #include <cuawait/cuda/batcher.hpp>
@@ -81,15 +82,7 @@ struct shape {
   }
 };
 
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
+using cuawait::test::detached;
 
 detached run_job(cu::batcher<job>& b, job j, std::vector<int>& returned_ids,
                  std::atomic<int>& failures, std::latch& done) {

@@ -128,10 +128,7 @@ public:
         return b;
       }
     }
-    // Outside every lock: backend allocation (cudaHostAlloc) is slow.
-    block b{m_backend.allocate(sc.bytes), sc.bytes};
-    m_backend_allocations.fetch_add(1, std::memory_order_relaxed);
-    m_held.fetch_add(b.bytes, std::memory_order_relaxed);
+    const block b = from_backend(sc.bytes);
     m_in_use.fetch_add(b.bytes, std::memory_order_relaxed);
     return b;
   }
@@ -157,10 +154,7 @@ public:
     }
     std::size_t added = 0;
     for (; have + added < count && fits_in_cache(sc.bytes); ++added) {
-      // Outside every lock, as in allocate().
-      const block b{m_backend.allocate(sc.bytes), sc.bytes};
-      m_backend_allocations.fetch_add(1, std::memory_order_relaxed);
-      m_held.fetch_add(b.bytes, std::memory_order_relaxed);
+      const block b = from_backend(sc.bytes);
       const std::lock_guard lock(c.mutex);
       try {
         c.ready.push_back(b);
@@ -260,6 +254,14 @@ private:
 
   bool fits_in_cache(std::size_t bytes) const noexcept {
     return m_cached.load(std::memory_order_relaxed) + bytes <= m_max_cached;
+  }
+
+  // Call outside every lock: backend allocation (cudaHostAlloc) is slow.
+  block from_backend(std::size_t bytes) {
+    const block b{m_backend.allocate(bytes), bytes};
+    m_backend_allocations.fetch_add(1, std::memory_order_relaxed);
+    m_held.fetch_add(b.bytes, std::memory_order_relaxed);
+    return b;
   }
 
   void release_to_backend(const block& b) noexcept {
