@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -336,6 +337,26 @@ TEST(ThreadPool, DestructorDrainsWorkPostedFromOutside) {
   }
   EXPECT_EQ(ran.load(), 1000);
   EXPECT_EQ(counted::alive(), 0);
+}
+
+// Regression: a post from outside the pool published the work, released the injection lock,
+// then read the pool's sleeper count and could lock its park mutex. By then the coroutine
+// could have run and its owner destroyed the pool (TSan reported it on every run). Each
+// round: a foreign thread posts a coroutine that tells the owner to destroy the pool.
+TEST(ThreadPool, RegressionOutsidePostNeverTouchesThePoolAfterPublishing) {
+  for (int round = 0; round < 200; ++round) {
+    auto pool = std::make_unique<ca::thread_pool>(1);
+    std::atomic<bool> ran{false};
+    auto body = [&]() -> job {
+      ran.store(true, std::memory_order_release);
+      ran.notify_one();
+      co_return;
+    };
+    std::thread poster([&] { pool->post(body().handle, priority::normal); });
+    ran.wait(false, std::memory_order_acquire);
+    pool.reset(); // the owner destroys the pool while the poster may still be in post()
+    poster.join();
+  }
 }
 
 } // namespace

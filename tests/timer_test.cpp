@@ -10,6 +10,7 @@
 #include <cuawait/timer.hpp>
 #include <cuawait/when_any.hpp>
 
+#include "common/owned_coroutine.hpp"
 #include "common/thread_resumer.hpp"
 
 #include <gtest/gtest.h>
@@ -99,6 +100,34 @@ TEST(Timer, AStopRequestCancelsASleepAtOnceAndLeavesNothingPending) {
   EXPECT_TRUE(cancelled);
   g.wait();
   EXPECT_EQ(what, "cuawait::sleep cancelled");
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+// Regression: the timer thread waited with `wait_until(lock, first->m_deadline)`, a
+// reference into the sleeping coroutine's frame that libstdc++ reads again after waking. A
+// cancelled sleep whose frame was freed made the next wake-up read freed memory (ASan
+// reported it every time). The short pause only gives the timer thread time to start its
+// timed wait on the long sleep's deadline; no result depends on it.
+TEST(Timer, RegressionTimerThreadNeverReadsAFreedSleepAfterWaking) {
+  ca::timer_service timers;
+  for (int round = 0; round < 3; ++round) {
+    std::stop_source stop;
+    bool cancelled = false;
+    auto sleeper = [&]() -> ca::test::owned_coroutine {
+      try {
+        co_await timers.sleep_for(10s, stop.get_token());
+      } catch (const ca::operation_cancelled&) {
+        cancelled = true;
+      }
+    };
+    ca::test::owned_coroutine c = sleeper();
+    std::this_thread::sleep_for(30ms);
+    stop.request_stop(); // resumes the sleeper here; it runs to its end
+    ASSERT_TRUE(cancelled);
+    ASSERT_TRUE(c.done());
+    c.handle.destroy(); // frees the frame that held the deadline
+    ca::sync_wait([&]() -> ca::task<void> { co_await timers.sleep_for(1ms); }());
+  }
   EXPECT_EQ(timers.pending(), 0u);
 }
 

@@ -190,17 +190,23 @@ bool thread_pool::on_worker_thread() const noexcept { return tl_worker.pool == m
 bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
   impl& s = *m_impl;
   if (tl_worker.pool == &s) {
+    // A worker of this pool: the pool cannot be destroyed before this worker returns (the
+    // destructor joins it), so waking a sleeper after publishing is safe.
     s.queues[tl_worker.index].push(h, p);
-  } else {
-    const std::lock_guard lock(s.injection.mutex);
-    // Checked under the injection lock, which shutdown() also takes to set the flag: a
-    // post either lands before the flag (and is drained) or sees it.
-    if (s.stopping.load()) {
-      return false;
-    }
-    s.injection.rings.push(h, p);
-    s.injection.mask.store(s.injection.rings.mask());
+    s.notify_work();
+    return true;
   }
+  const std::lock_guard lock(s.injection.mutex);
+  // Checked under the injection lock, which shutdown() also takes to set the flag: a post
+  // either lands before the flag (and is drained) or sees it.
+  if (s.stopping.load()) {
+    return false;
+  }
+  s.injection.rings.push(h, p);
+  s.injection.mask.store(s.injection.rings.mask());
+  // Still under the lock: once the work is visible its coroutine may run at once and its
+  // owner destroy the pool, but shutdown() must take this lock first, so the pool outlives
+  // the wake-up. Nothing of the pool is touched after the unlock.
   s.notify_work();
   return true;
 }

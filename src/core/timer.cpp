@@ -128,8 +128,10 @@ void timer_service::run() {
       continue;
     }
     sleep_awaiter* const first = *m_sleeps.begin();
-    if (first->m_deadline > clock::now()) {
-      m_cv.wait_until(lock, first->m_deadline);
+    // A copy: wait_until reads its argument again after waking, and by then the sleep may
+    // have been cancelled and its coroutine frame (which holds m_deadline) freed.
+    if (const clock::time_point deadline = first->m_deadline; deadline > clock::now()) {
+      m_cv.wait_until(lock, deadline);
       continue;
     }
     // Due: one at a time, in deadline order, resumed outside the lock (no allocation here).
