@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <exception>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <memory>
 #include <thread>
 #include <vector>
 
