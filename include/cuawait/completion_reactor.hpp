@@ -18,6 +18,7 @@
 
 #include "cuawait/completion_source.hpp"
 #include "cuawait/detail/reactor_node.hpp"
+#include "cuawait/idle_source.hpp"
 #include "cuawait/reactor_stats.hpp"
 
 #include <array>
@@ -37,7 +38,8 @@ namespace cuawait {
 //! How the reactor polls. The defaults keep resumption within microseconds for work up to
 //! ~15 ms long and bound idle CPU (see docs/PERFORMANCE.md).
 struct reactor_options {
-  //! Start a polling thread. Without one, the owner drives the reactor with `poll()`.
+  //! Start a polling thread. Without one, the owner drives the reactor with `poll()`, or
+  //! idle executor threads poll it (`thread_pool::set_idle_source`).
   bool start_thread = true;
   //! Keep spinning this long after the last completion or new wait.
   std::chrono::nanoseconds spin_window = std::chrono::milliseconds(15);
@@ -56,7 +58,7 @@ struct reactor_options {
 //! Lifetime: the source must outlive the reactor. Destroying the reactor stops the thread
 //! and cancels the waits still pending (their coroutines resume with
 //! `completion_state::cancelled`); call `drain()` first to let them finish instead.
-class completion_reactor {
+class completion_reactor final : public idle_source {
 public:
   explicit completion_reactor(completion_source& source, reactor_options options = {});
   completion_reactor(const completion_reactor&) = delete;
@@ -88,8 +90,20 @@ public:
   //! Returns how many were cancelled.
   std::size_t cancel_all();
 
-  //! Wakes the polling thread if parked. Safe from any thread, including a CUDA callback.
+  //! Wakes the polling thread if parked (and calls the idle waker). Safe from any thread,
+  //! including a CUDA callback.
   void notify() noexcept;
+
+  //! For reactors polled by idle executor threads: `fn(context)` is called when a wait is
+  //! submitted or the source signals a completion, so a parked poller can be woken
+  //! (`thread_pool::wake_idle_poller`). Set before submitting waits; nullptr: none.
+  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept;
+
+  // idle_source: polled by idle executor threads (one at a time; the others return at once).
+  std::size_t poll_idle() noexcept override;
+  [[nodiscard]] bool idle_keep_spinning() const noexcept override;
+  [[nodiscard]] bool idle_pending() const noexcept override;
+  [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override;
 
   //! Records the resume latency of `w` (called by the awaiter when its coroutine runs) and
   //! calls the `on_resume` hook.
@@ -136,8 +150,12 @@ private:
   // Inline resumptions taken off the ready list and not yet returned: drain() waits for
   // them too, so the coroutines' writes are visible to its caller.
   std::size_t m_resuming = 0;
-  std::uint64_t m_last_progress_ns = 0;
+  std::atomic<std::uint64_t> m_last_progress_ns{0}; // written under m_mutex
   std::uint64_t m_last_probe_ns = 0;
+  std::atomic<bool> m_has_ready{false};    // the ready list is not empty
+  std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
+  void (*m_idle_waker)(void*) noexcept = nullptr;
+  void* m_idle_waker_context = nullptr;
 
   std::atomic<std::size_t> m_pending_count{0};
   std::atomic<std::uint64_t> m_wake_seq{0};

@@ -39,14 +39,25 @@ struct runtime_options {
   //! is set, else `cuda::default_strategy`. A name it does not know is refused
   //! (std::invalid_argument naming the variable) rather than silently ignored.
   std::optional<cuda::strategy> strategy{};
-  //! How the reactor polls and parks.
+  //! How the reactor polls and parks (`reactor.start_thread` is set from
+  //! `reactor_thread`).
   reactor_options reactor{};
+  //! false (default): the pool's idle workers poll the reactor themselves, so a finished
+  //! job resumes on the worker that found it, with no thread woken and no reactor thread.
+  //! true: a dedicated reactor thread polls and posts each resumption to the pool (the
+  //! first design; kept for comparison and for pools that are never idle). The environment
+  //! variable `CUAWAIT_REACTOR_THREAD` (1 or 0), when set, overrides it.
+  bool reactor_thread = false;
 };
 
 //! Owns a `thread_pool`, a GPU reactor (installed as `cuda::current_reactor()` for its
 //! lifetime) and a `run_loop` for the thread calling `run`. A coroutine resumes on the
 //! executor it suspended on (the pool, or the thread in `run`), with its priority; never
 //! on a CUDA callback thread.
+//!
+//! Completions are found by the pool's idle workers (`thread_pool::set_idle_source`): a
+//! worker with nothing to run polls the reactor and runs what finished itself. A wait with
+//! no executor (a plain thread awaiting) is resumed on the worker that finds it.
 //!
 //! Shutdown (destructor): waits for spawned tasks, lets every pending GPU wait finish
 //! (in-flight GPU work is waited for, never abandoned), stops the reactor, then the pool.
@@ -96,8 +107,13 @@ private:
     (void)co_await std::move(t);
   }
 
+  static void wake_pool(void* pool) noexcept {
+    static_cast<thread_pool*>(pool)->wake_idle_poller();
+  }
+
   thread_pool m_pool;
   mutable cuda::gpu_reactor m_reactor;
+  bool m_idle_polling = false;
   cuda::gpu_reactor* m_previous = nullptr;
   run_loop m_loop;
   async_scope m_spawned; // last: joined in the destructor before the pool stops

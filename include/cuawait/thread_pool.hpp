@@ -5,6 +5,7 @@
 //! `thread_pool`: a work-stealing executor with priorities.
 
 #include "cuawait/executor.hpp"
+#include "cuawait/idle_source.hpp"
 
 #include <coroutine>
 #include <cstddef>
@@ -38,6 +39,14 @@ namespace cuawait {
 //!
 //! A coroutine suspended elsewhere (on a GPU operation, a mutex...) when the pool shuts
 //! down is resumed by whoever completes it, on that thread, as described above.
+//!
+//! Idle polling (`set_idle_source`): a worker with nothing to run polls the source (the GPU
+//! completion reactor) itself, one worker at a time; what finished lands in that worker's
+//! queue and runs there next, and idle workers take the rest without being woken. While
+//! the source has work pending and made progress recently, idle workers spin instead of
+//! parking (like threads blocked in a spinning `cudaStreamSynchronize`, but any of them
+//! can resume any job); afterwards one worker parks with a timeout and polls again, and the
+//! others park until work is posted or `wake_idle_poller()` is called.
 class thread_pool final : public executor {
 public:
   //! Starts `threads` workers (at least one; 0 means one).
@@ -84,6 +93,16 @@ public:
 
   //! True when called from one of this pool's worker threads.
   [[nodiscard]] bool on_worker_thread() const noexcept;
+
+  //! Lets idle workers poll `source` (see the class comment); nullptr stops it. When it
+  //! replaces or removes a source, it returns once no worker uses the old one any more, so
+  //! the old source may be destroyed then. Not from one of this pool's workers.
+  void set_idle_source(idle_source* source) noexcept;
+
+  //! Called by the idle source when it has new work pending (or a completion was signalled)
+  //! and no worker may be polling: wakes the parked poller, or one parked worker. Cheap when
+  //! a worker is spinning already. Safe from any thread.
+  void wake_idle_poller() noexcept;
 
   //! Stops accepting outside work, runs what is queued, joins the workers (class comment).
   //! @throws std::logic_error when called from one of this pool's workers.

@@ -30,7 +30,7 @@ using detail::wait_node;
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
     : m_source(&source), m_options(options) {
-  m_last_progress_ns = now_ns();
+  m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   if (m_options.start_thread) {
     m_thread = std::jthread([this](std::stop_token st) { thread_main(std::move(st)); });
   }
@@ -114,7 +114,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       lane->active = true;
       m_active.push_back(lane);
     }
-    m_last_progress_ns = now_ns();
+    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
     m_pending_count.fetch_add(1, std::memory_order_relaxed);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
   } while (false);
@@ -188,6 +188,7 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
   w.next = nullptr;
   (m_ready_tail != nullptr ? m_ready_tail->next : m_ready_head) = &w;
   m_ready_tail = &w;
+  m_has_ready.store(true, std::memory_order_relaxed);
 }
 
 void completion_reactor::fail_all_locked(completion_state why, int error) noexcept {
@@ -252,6 +253,7 @@ std::size_t completion_reactor::run_ready_inline() {
       }
       wait_node* w = m_ready_head;
       if (w == nullptr) {
+        m_has_ready.store(false, std::memory_order_relaxed);
         return n;
       }
       m_ready_head = w->next;
@@ -272,14 +274,15 @@ std::size_t completion_reactor::poll() {
     const std::lock_guard lock(m_mutex);
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    const bool probe = !m_active.empty() && now - m_last_progress_ns >= probe_after &&
+    const bool probe = !m_active.empty() &&
+                       now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
                        now - m_last_probe_ns >= probe_after;
     if (probe) {
       m_last_probe_ns = now;
     }
     n = sweep_locked(probe);
     if (n != 0) {
-      m_last_progress_ns = now;
+      m_last_progress_ns.store(now, std::memory_order_relaxed);
     }
   }
   run_ready_inline();
@@ -316,11 +319,60 @@ std::size_t completion_reactor::cancel_all() {
 }
 
 void completion_reactor::wake() noexcept {
+  if (m_idle_waker != nullptr) {
+    m_idle_waker(m_idle_waker_context);
+  }
+  if (!m_thread.joinable()) {
+    return;
+  }
   m_wake_seq.fetch_add(1);
   if (m_parked.load()) {
     const std::lock_guard lock(m_park_mutex);
     m_park_cv.notify_one();
   }
+}
+
+void completion_reactor::set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept {
+  m_idle_waker_context = context;
+  m_idle_waker = fn;
+}
+
+std::size_t completion_reactor::poll_idle() noexcept {
+  if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
+      !m_has_ready.load(std::memory_order_relaxed)) {
+    return 0;
+  }
+  if (m_idle_polling.load(std::memory_order_relaxed) ||
+      m_idle_polling.exchange(true, std::memory_order_acquire)) {
+    return 0; // another thread polls now
+  }
+  std::size_t n = 0;
+  try {
+    n = poll();
+  } catch (...) {
+    // poll() itself throws nothing; a coroutine resumed inline lets nothing escape either
+    // (detail::resume), so this only keeps the noexcept contract honest.
+  }
+  m_idle_polling.store(false, std::memory_order_release);
+  return n;
+}
+
+bool completion_reactor::idle_pending() const noexcept {
+  return m_pending_count.load(std::memory_order_relaxed) != 0 ||
+         m_has_ready.load(std::memory_order_relaxed);
+}
+
+bool completion_reactor::idle_keep_spinning() const noexcept {
+  if (!idle_pending()) {
+    return false;
+  }
+  const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
+  return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
+}
+
+std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
+  return m_source->notifies() ? std::max(m_options.park_poll * 10, m_options.stall_probe)
+                              : m_options.park_poll;
 }
 
 void completion_reactor::notify() noexcept { wake(); }
@@ -404,7 +456,7 @@ void completion_reactor::thread_main(std::stop_token stop) {
     {
       const std::lock_guard lock(m_mutex);
       idle = m_active.empty() && m_ready_head == nullptr;
-      last_progress = m_last_progress_ns;
+      last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
     }
     if (idle || now - last_progress >= window) {
       m_counters.spin_ns.fetch_add(now - spin_start, std::memory_order_relaxed);

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/thread_pool.hpp"
 
+#include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/pool_queue.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -45,6 +47,10 @@ struct alignas(64) locked_queue {
 struct worker_identity {
   const thread_pool::impl* pool = nullptr;
   std::size_t index = 0;
+  //! Inside a poll of the idle source: posts to this worker's queue wake nobody (this
+  //! worker runs the first next) and are counted here instead.
+  bool polling = false;
+  std::size_t polled_posts = 0;
 };
 constinit thread_local worker_identity tl_worker{};
 
@@ -72,6 +78,16 @@ struct thread_pool::impl {
   std::condition_variable park_cv;
   std::size_t wake_tokens = 0; //!< guarded by park_mutex
 
+  // Idle polling (see the class comment). `source_users` counts workers holding the
+  // source between two checks of `source`, so set_idle_source() knows when the old one is
+  // free. `spinners` counts workers spinning on it; `poller_parked` is the one worker in a
+  // timed park while work is pending; `kicks` wakes it early.
+  std::atomic<idle_source*> source{nullptr};
+  std::atomic<std::size_t> source_users{0};
+  std::atomic<std::size_t> spinners{0};
+  std::atomic<bool> poller_taken{false};
+  std::atomic<std::uint64_t> kicks{0};
+
   std::mutex shutdown_mutex;
   std::vector<std::thread> threads;
   bool joined = false; //!< guarded by shutdown_mutex
@@ -83,15 +99,101 @@ struct thread_pool::impl {
     }
   }
 
-  void notify_work() noexcept {
-    if (sleepers.load() == 0) {
+  void notify_work(std::size_t n = 1) noexcept {
+    const std::size_t asleep = sleepers.load();
+    if (asleep == 0) {
       return;
     }
+    n = std::min(n, asleep);
     {
       const std::lock_guard lock(park_mutex);
-      wake_tokens = std::min(wake_tokens + 1, queues.size());
+      wake_tokens = std::min(wake_tokens + n, queues.size());
     }
-    park_cv.notify_one();
+    if (n == 1) {
+      park_cv.notify_one();
+    } else {
+      park_cv.notify_all();
+    }
+  }
+
+  //! Polls `src` once. True when it made work ready (in this worker's queue, or ran it).
+  bool poll_source(idle_source& src) noexcept {
+    tl_worker.polling = true;
+    tl_worker.polled_posts = 0;
+    const std::size_t resolved = src.poll_idle();
+    tl_worker.polling = false;
+    const std::size_t posts = tl_worker.polled_posts;
+    if (posts > 1) {
+      notify_work(posts - 1); // this worker runs one; parked ones may take the rest
+    }
+    return resolved != 0 || posts != 0;
+  }
+
+  //! Spins while the idle source has work pending and made progress recently, polling it.
+  //! Returns true when work may be available, false when the spin ended without any.
+  bool spin_on_source() noexcept {
+    source_users.fetch_add(1);
+    idle_source* const src = source.load();
+    bool found = false;
+    if (src != nullptr && src->idle_pending()) {
+      spinners.fetch_add(1);
+      for (unsigned round = 1; !found; ++round) {
+        if (any_work_visible() || stopping.load() || source.load() != src) {
+          found = true;
+        } else if (poll_source(*src)) {
+          found = true;
+        } else if (!src->idle_keep_spinning()) {
+          break;
+        } else if (round % 64 == 0) {
+          std::this_thread::yield(); // polite when the machine is oversubscribed
+        } else {
+          detail::cpu_relax();
+        }
+      }
+      spinners.fetch_sub(1);
+    }
+    source_users.fetch_sub(1);
+    return found;
+  }
+
+  //! With work pending on the source and nothing to spin for: one worker parks for the
+  //! source's period (or until kicked or work is posted), then polls again.
+  bool park_as_poller() {
+    source_users.fetch_add(1);
+    idle_source* const src = source.load();
+    if (src == nullptr || !src->idle_pending() || poller_taken.exchange(true)) {
+      source_users.fetch_sub(1);
+      return false;
+    }
+    const auto period = src->idle_park_period();
+    source_users.fetch_sub(1);
+    const std::uint64_t kicked = kicks.load();
+    sleepers.fetch_add(1);
+    if (!any_work_visible() && !stopping.load()) {
+      std::unique_lock lock(park_mutex);
+      park_cv.wait_for(lock, period, [&] {
+        return wake_tokens > 0 || stopping.load() || kicks.load() != kicked;
+      });
+      if (wake_tokens > 0) {
+        --wake_tokens;
+      }
+    }
+    sleepers.fetch_sub(1);
+    poller_taken.store(false);
+    return true;
+  }
+
+  void kick_poller() noexcept {
+    if (spinners.load() != 0) {
+      return; // a spinning worker polls soon
+    }
+    kicks.fetch_add(1);
+    if (poller_taken.load()) {
+      const std::lock_guard lock(park_mutex);
+      park_cv.notify_all(); // the parked poller re-checks `kicks`
+      return;
+    }
+    notify_work();
   }
 
   [[nodiscard]] bool any_work_visible() const noexcept {
@@ -129,11 +231,17 @@ struct thread_pool::impl {
   //! pool is stopping and no queue holds anything (outside posts are refused by then, and
   //! only a queue's owner adds to it, so nothing can appear for this worker later).
   bool park() {
+    if (spin_on_source()) {
+      return true;
+    }
     for (int i = 0; i < idle_spin_rounds; ++i) {
       if (any_work_visible()) {
         return true;
       }
       std::this_thread::yield();
+    }
+    if (park_as_poller()) {
+      return true;
     }
     const bool stop = stopping.load(); // read before the scan: see above
     sleepers.fetch_add(1);
@@ -193,6 +301,10 @@ bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
     // A worker of this pool: the pool cannot be destroyed before this worker returns (the
     // destructor joins it), so waking a sleeper after publishing is safe.
     s.queues[tl_worker.index].push(h, p);
+    if (tl_worker.polling) {
+      ++tl_worker.polled_posts; // poll_source() decides whom to wake
+      return true;
+    }
     s.notify_work();
     return true;
   }
@@ -217,6 +329,19 @@ void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {
     detail::resume(h);
   }
 }
+
+void thread_pool::set_idle_source(idle_source* source) noexcept {
+  impl& s = *m_impl;
+  s.source.store(source);
+  while (s.source_users.load() != 0) {
+    std::this_thread::yield(); // a worker is between two checks of the old source
+  }
+  if (source != nullptr) {
+    s.kick_poller();
+  }
+}
+
+void thread_pool::wake_idle_poller() noexcept { m_impl->kick_poller(); }
 
 void thread_pool::shutdown() {
   impl& s = *m_impl;

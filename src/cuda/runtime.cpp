@@ -26,9 +26,32 @@ cuda::strategy chosen_strategy(const std::optional<cuda::strategy>& asked) {
 }
 } // namespace
 
+namespace {
+reactor_options with_thread(reactor_options r, bool thread) {
+  r.start_thread = thread;
+  return r;
+}
+
+//! `CUAWAIT_REACTOR_THREAD=1` forces the dedicated reactor thread (=0 forbids it), so one
+//! binary can compare both designs.
+bool use_reactor_thread(bool asked) {
+  const char* env = std::getenv("CUAWAIT_REACTOR_THREAD");
+  if (env == nullptr || *env == '\0') {
+    return asked;
+  }
+  return std::string(env) != "0";
+}
+} // namespace
+
 runtime::runtime(runtime_options options)
     : m_pool(std::max<std::size_t>(options.threads, 1)),
-      m_reactor(chosen_strategy(options.strategy), options.reactor) {
+      m_reactor(chosen_strategy(options.strategy),
+                with_thread(options.reactor, use_reactor_thread(options.reactor_thread))),
+      m_idle_polling(!use_reactor_thread(options.reactor_thread)) {
+  if (m_idle_polling) {
+    m_reactor.reactor().set_idle_waker(&runtime::wake_pool, &m_pool);
+    m_pool.set_idle_source(&m_reactor.reactor());
+  }
   m_previous = cuda::install_reactor(&m_reactor);
 }
 
@@ -43,6 +66,10 @@ runtime::~runtime() {
   m_reactor.reactor().drain();
   (void)m_loop.poll();
   (void)cuda::install_reactor(m_previous);
+  if (m_idle_polling) {
+    m_pool.set_idle_source(nullptr); // returns once no worker polls the reactor any more
+    m_reactor.reactor().set_idle_waker(nullptr, nullptr);
+  }
   m_pool.shutdown();
 }
 

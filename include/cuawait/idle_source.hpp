@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `idle_source`: work that an idle executor thread finds by polling, so completions are
+//! found where coroutines resume instead of on a thread of their own. The completion
+//! reactor is one: a `thread_pool` worker with nothing to run polls it, and the
+//! coroutines whose GPU work finished are queued on that worker (and run there next)
+//! without any thread being woken.
+
+#include <chrono>
+
+namespace cuawait {
+
+//! Polled by idle executor threads (see `thread_pool::set_idle_source`).
+//!
+//! Contract: every function is safe from any thread, concurrently, and never blocks. An
+//! implementation lets one thread poll at a time and returns at once on the others.
+class idle_source {
+public:
+  //! Polls once, unless another thread is polling now: resolves finished work and hands
+  //! each coroutine to its executor (a `post` from a pool worker lands in that worker's own
+  //! queue). Returns how many were resolved.
+  virtual std::size_t poll_idle() noexcept = 0;
+
+  //! True while work is pending and something finished or started recently: an idle thread
+  //! should keep polling instead of parking. When it returns false, the thread may park for
+  //! `idle_park_period()` and poll again (work is still pending), or indefinitely when
+  //! `idle_pending()` is false.
+  [[nodiscard]] virtual bool idle_keep_spinning() const noexcept = 0;
+
+  //! True while work is pending that only polling discovers.
+  [[nodiscard]] virtual bool idle_pending() const noexcept = 0;
+
+  //! How long a parked poller sleeps between polls while work is pending and nothing
+  //! wakes it (`thread_pool::wake_idle_poller`).
+  [[nodiscard]] virtual std::chrono::nanoseconds idle_park_period() const noexcept = 0;
+
+protected:
+  ~idle_source() = default;
+};
+
+} // namespace cuawait

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// Completions found where work resumes: a thread_pool whose idle workers poll a completion
+// reactor that has no thread of its own (driven by a fake completion source). Resumption on
+// the right executor with its priority, parking and waking with no lost wake-up, withdrawal,
+// detaching the source, and a stress of many waits completed in random order.
+
+#include "common/fake_completion_source.hpp"
+#include "common/owned_coroutine.hpp"
+
+#include <cuawait/completion_reactor.hpp>
+#include <cuawait/sync_wait.hpp>
+#include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
+#include <cuawait/when_all.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace ca = cuawait;
+using ca::completion_reactor;
+using ca::completion_state;
+using ca::reactor_options;
+using ca::test::fake_completion_source;
+using ca::test::fake_wait;
+using namespace std::chrono_literals;
+
+reactor_options without_thread() {
+  reactor_options o;
+  o.start_thread = false;
+  return o;
+}
+
+void wake(void* pool) noexcept { static_cast<ca::thread_pool*>(pool)->wake_idle_poller(); }
+
+//! A pool polling a thread-less reactor over a fake source, wired like `runtime` does.
+struct polled_pool {
+  explicit polled_pool(std::size_t threads, bool notifies = false,
+                       reactor_options options = without_thread())
+      : source(notifies), reactor(source, options), pool(threads) {
+    source.attach(&reactor);
+    reactor.set_idle_waker(&wake, &pool);
+    pool.set_idle_source(&reactor);
+  }
+  ~polled_pool() {
+    pool.set_idle_source(nullptr);
+    reactor.set_idle_waker(nullptr, nullptr);
+    pool.shutdown();
+  }
+  fake_completion_source source;
+  completion_reactor reactor;
+  ca::thread_pool pool;
+};
+
+struct seen {
+  ca::executor* exec = nullptr;
+  ca::priority prio = ca::priority::normal;
+  bool on_worker = false;
+  completion_state state = completion_state::pending;
+};
+
+ca::task<seen> await_on_pool(polled_pool& p, std::uint64_t token, ca::priority prio) {
+  co_await p.pool.schedule(prio);
+  const ca::completion_status st = co_await fake_wait(p.reactor, 1, token);
+  co_return seen{ca::current_executor(), ca::current_priority(), p.pool.on_worker_thread(),
+                 st.state};
+}
+
+TEST(IdlePolling, AFinishedWaitResumesOnAPoolWorkerWithItsPriority) {
+  polled_pool p(2);
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0) {
+      std::this_thread::yield(); // until the coroutine has suspended on the wait
+    }
+    p.source.complete(7);
+  });
+  const seen s = ca::sync_wait(await_on_pool(p, 7, ca::priority::high));
+  completer.join();
+  EXPECT_EQ(s.state, completion_state::done);
+  EXPECT_EQ(s.exec, &p.pool);
+  EXPECT_EQ(s.prio, ca::priority::high);
+  EXPECT_TRUE(s.on_worker);
+  EXPECT_EQ(p.reactor.pending(), 0u);
+}
+
+TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
+  polled_pool p(1);
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0) {
+      std::this_thread::yield();
+    }
+    p.source.complete(3, 42);
+  });
+  // No executor: the reactor has no thread, so a polling worker must resume it.
+  const auto st = ca::sync_wait([&]() -> ca::task<ca::completion_status> {
+    co_return co_await fake_wait(p.reactor, 5, 3);
+  }());
+  completer.join();
+  EXPECT_EQ(st.state, completion_state::failed);
+  EXPECT_EQ(st.error, 42);
+}
+
+// Workers park (the spin window is tiny) while a wait is pending; the completion then
+// comes from another thread. Notifying and non-notifying sources: the first wakes the
+// parked poller through the waker, the second is found by its timed poll. If every worker
+// parked without a timeout while a wait was pending, nothing would ever poll again: the
+// round hangs and the CTest timeout fails the test.
+void rounds_after_parking(bool notifies) {
+  reactor_options o = without_thread();
+  o.spin_window = 1us;
+  o.park_poll = 200us;
+  polled_pool p(3, notifies, o);
+  for (std::uint64_t round = 0; round < 300; ++round) {
+    std::thread completer([&] {
+      while (p.reactor.pending() == 0) {
+        std::this_thread::yield();
+      }
+      if (round % 3 == 0) {
+        std::this_thread::sleep_for(300us); // let the workers park first (either way is valid)
+      }
+      p.source.complete(round);
+    });
+    const seen s = ca::sync_wait(await_on_pool(p, round, ca::priority::normal));
+    completer.join();
+    ASSERT_EQ(s.state, completion_state::done);
+    ASSERT_TRUE(s.on_worker);
+  }
+}
+
+TEST(IdlePolling, NoLostWakeUpWhenTheSourceNotifies) { rounds_after_parking(true); }
+
+TEST(IdlePolling, NoLostWakeUpWhenTheSourceIsOnlyPolled) { rounds_after_parking(false); }
+
+TEST(IdlePolling, ADestroyedWaiterIsNeverResumed) {
+  polled_pool p(2);
+  std::atomic<int> resumed{0};
+  auto body = [&]() -> ca::test::owned_coroutine {
+    (void)co_await fake_wait(p.reactor, 9, 100);
+    resumed.fetch_add(1);
+  };
+  for (int round = 0; round < 100; ++round) {
+    ca::test::owned_coroutine c = body(); // suspended on the wait, no executor
+    ASSERT_FALSE(c.done());
+    c.handle.destroy(); // withdraws the wait (the workers may be polling right now)
+  }
+  EXPECT_EQ(p.reactor.pending(), 0u);
+  p.source.complete(100);
+  // A later wait on the same lane still completes: the withdrawn ones left nothing behind.
+  const seen s = ca::sync_wait(await_on_pool(p, 100, ca::priority::normal));
+  EXPECT_EQ(s.state, completion_state::done);
+  EXPECT_EQ(resumed.load(), 0);
+}
+
+TEST(IdlePolling, DetachingTheSourceReturnsOnceNoWorkerUsesIt) {
+  // Each round: a reactor polled by spinning workers is detached and destroyed at once;
+  // TSan/ASan report any worker still inside it.
+  ca::thread_pool pool(3);
+  for (int round = 0; round < 50; ++round) {
+    fake_completion_source source;
+    auto reactor = std::make_unique<completion_reactor>(source, without_thread());
+    reactor->set_idle_waker(&wake, &pool);
+    pool.set_idle_source(reactor.get());
+    const seen s = ca::sync_wait([&]() -> ca::task<seen> {
+      co_await pool.schedule();
+      std::thread completer([&] { source.complete(1); });
+      const auto st = co_await fake_wait(*reactor, 1, 1);
+      completer.join();
+      co_return seen{ca::current_executor(), ca::current_priority(), pool.on_worker_thread(),
+                     st.state};
+    }());
+    ASSERT_EQ(s.state, completion_state::done);
+    pool.set_idle_source(nullptr);
+    reactor->set_idle_waker(nullptr, nullptr);
+    reactor.reset();
+  }
+}
+
+TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
+  constexpr std::uint64_t n = 20000;
+  constexpr std::uint64_t lanes = 64;
+  polled_pool p(4, true);
+  std::atomic<std::uint64_t> sum{0};
+  std::atomic<std::uint64_t> wrong{0};
+  auto one = [&](std::uint64_t token) -> ca::task<void> {
+    co_await p.pool.schedule();
+    const auto st = co_await fake_wait(p.reactor, token % lanes, token);
+    if (st.state != completion_state::done || !p.pool.on_worker_thread()) {
+      wrong.fetch_add(1);
+    }
+    sum.fetch_add(token);
+  };
+  std::vector<ca::task<void>> all;
+  all.reserve(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    all.push_back(one(i));
+  }
+  std::thread completer([&] {
+    // Completing out of lane order is allowed: a lane's later wait is only asked once its
+    // head finished, exactly like a stream.
+    std::vector<std::uint64_t> order(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      order[i] = i;
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(17));
+    for (const std::uint64_t t : order) {
+      p.source.complete(t);
+    }
+  });
+  ca::sync_wait(ca::when_all(std::move(all)));
+  completer.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+  EXPECT_EQ(p.reactor.pending(), 0u);
+  EXPECT_EQ(p.source.retired(), n);
+}
+
+} // namespace
