@@ -121,10 +121,29 @@ TEST(PipelineCli, HelpExplainsEveryOptionAndModeAndExitsZero) {
   const parsed p = parse({"--help"});
   EXPECT_FALSE(p.outcome.opts.has_value());
   EXPECT_EQ(p.outcome.exit_code, 0);
-  for (const char* s :
-       {"--preset", "--jobs", "--bytes", "--iters", "--cpu-us", "--concurrency", "--threads",
-        "--modes", "--json", "--svg", "--quick", "--scaling", "--batch", "--batch-wait-us",
-        "--batch-in-flight", "--batch-streams", "sync_per_op", "coro_batched", "W3"}) {
+  for (const char* s : {"--preset",
+                        "--jobs",
+                        "--bytes",
+                        "--iters",
+                        "--cpu-us",
+                        "--concurrency",
+                        "--threads",
+                        "--modes",
+                        "--json",
+                        "--svg",
+                        "--quick",
+                        "--scaling",
+                        "--grid",
+                        "--grid-bytes",
+                        "--repeat",
+                        "--grid-cell-bytes",
+                        "--batch",
+                        "--batch-wait-us",
+                        "--batch-in-flight",
+                        "--batch-streams",
+                        "sync_per_op",
+                        "coro_batched",
+                        "W3"}) {
     EXPECT_NE(p.out.find(s), std::string::npos) << s;
   }
 }
@@ -215,6 +234,68 @@ TEST(PipelineCli, OrdinaryRunsUseTheWorkloadsJobsAtEveryLevel) {
   const parsed p = parse({"--concurrency", "1000"});
   ASSERT_TRUE(p.outcome.opts);
   EXPECT_EQ(jobs_for_run(*p.outcome.opts, 1000), 3000);
+}
+
+const std::vector<mode_description> grid_modes{
+    {"sync_per_op", "baseline", ""},      {"threads_per_op", "baseline", ""},
+    {"threads_per_job", "baseline", ""},  {"coro_batched", "cuawait", ""},
+    {"coro_batched_pool", "cuawait", ""}, {"coro_per_op_pool", "cuawait", ""}};
+
+TEST(PipelineCli, GridRunsSevenSizesAtFiveLevelsWithTheThreeModesThreeTimes) {
+  const parsed p = parse({"--grid"}, grid_modes);
+  ASSERT_TRUE(p.outcome.opts) << p.err;
+  const options& o = *p.outcome.opts;
+  EXPECT_TRUE(o.grid);
+  EXPECT_EQ(o.grid_bytes, grid_default_bytes);
+  EXPECT_EQ(o.grid_bytes.size(), 7u);
+  EXPECT_EQ(o.concurrency, (std::vector<int>{2, 4, 8, 16, 32}));
+  EXPECT_EQ(o.modes,
+            (std::vector<std::string>{"threads_per_job", "coro_batched_pool", "coro_per_op_pool"}));
+  EXPECT_EQ(o.repeat, 3);
+  EXPECT_EQ(o.preset_name, "grid");
+  options cell = o;
+  cell.w.bytes = 4096;
+  EXPECT_EQ(jobs_for_run(cell, 2), grid_max_jobs);
+}
+
+TEST(PipelineCli, GridTakesSizesLevelsModesAndRepeatAndAlwaysRunsTheReference) {
+  const parsed p = parse({"--grid", "--grid-bytes", "65536,4096,65536", "--concurrency", "16",
+                          "--modes", "coro_batched", "--repeat", "5", "--iters", "20", "--cpu-us",
+                          "5", "--grid-cell-bytes", "1048576"},
+                         grid_modes);
+  ASSERT_TRUE(p.outcome.opts) << p.err;
+  const options& o = *p.outcome.opts;
+  EXPECT_EQ(o.grid_bytes, (std::vector<std::int64_t>{4096, 65536}));
+  EXPECT_EQ(o.concurrency, (std::vector<int>{16}));
+  EXPECT_EQ(o.modes, (std::vector<std::string>{"threads_per_job", "coro_batched"}));
+  EXPECT_EQ(o.repeat, 5);
+  EXPECT_EQ(o.w.iters, 20);
+  EXPECT_EQ(o.preset_name, "grid+custom");
+  options cell = o;
+  cell.w.bytes = 65536;
+  EXPECT_EQ(jobs_for_run(cell, 16), grid_min_jobs); // 16 by bytes, raised to the minimum
+  const parsed q = parse({"--grid", "--quick"}, grid_modes);
+  ASSERT_TRUE(q.outcome.opts);
+  options small = *q.outcome.opts;
+  small.w.bytes = 4096;
+  EXPECT_EQ(jobs_for_run(small, 2), quick_jobs);
+}
+
+TEST(PipelineCli, BadGridValuesAreRefusedNamingTheOption) {
+  expect_refused({"--grid", "--bytes", "4096"}, "--bytes");
+  expect_refused({"--grid", "--jobs", "10"}, "--jobs");
+  expect_refused({"--grid", "--scaling"}, "--grid");
+  expect_refused({"--grid-bytes", "4096"}, "--grid-bytes");
+  expect_refused({"--grid", "--grid-bytes", "6"}, "--grid-bytes");
+  expect_refused({"--grid", "--repeat", "0"}, "--repeat");
+  expect_refused({"--grid", "--grid-cell-bytes", "1000"}, "--grid-cell-bytes");
+}
+
+TEST(PipelineCli, OrdinaryRunsStillDefaultToAllModes) {
+  const parsed p = parse({"--concurrency", "2,4"}, grid_modes);
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_FALSE(p.outcome.opts->grid);
+  EXPECT_EQ(p.outcome.opts->modes, (std::vector<std::string>{"all"}));
 }
 
 } // namespace

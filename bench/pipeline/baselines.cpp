@@ -3,6 +3,8 @@
 //   sync_per_op      one stream, cudaStreamSynchronize after every operation (the seed);
 //   threads_per_op   T threads, each with its own stream and buffers, synchronizing after
 //                    every operation, taking jobs from a shared counter;
+//   threads_per_job  the same threads, enqueuing a job's four GPU operations and
+//                    synchronizing once per job (what a competent thread-pool user writes);
 //   handsm           one thread, K streams, a hand-written state machine: enqueue a job's
 //                    four GPU operations, record one event, poll the events, do a job's CPU
 //                    post-processing when its event completes.
@@ -31,6 +33,20 @@ void sync(cudaStream_t s, const char* operation) {
   cuda::check(cudaStreamSynchronize(s), operation, "cudaStreamSynchronize");
 }
 
+//! Enqueues one job's four GPU operations on `s`: H2D copy, kernel A, kernel B, D2H copy.
+void enqueue_job(const mode_context& ctx, const raw_slot& slot, cudaStream_t s) {
+  const host_work& work = ctx.work;
+  const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
+  CUAWAIT_CUDA_CHECK("copy H2D",
+                     cudaMemcpyAsync(slot.d(), slot.h(), bytes, cudaMemcpyHostToDevice, s));
+  CUAWAIT_CUDA_CHECK("kernel A",
+                     launch_kernel_a(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
+  CUAWAIT_CUDA_CHECK("kernel B",
+                     launch_kernel_b(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
+  CUAWAIT_CUDA_CHECK("copy D2H",
+                     cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
+}
+
 //! One job, synchronizing after every operation.
 void run_job_blocking(const mode_context& ctx, std::int64_t job, const raw_slot& slot) {
   const host_work& work = ctx.work;
@@ -52,6 +68,16 @@ void run_job_blocking(const mode_context& ctx, std::int64_t job, const raw_slot&
   work.post(job, slot.h());
 }
 
+//! One job, enqueuing its four GPU operations and synchronizing once (stream order makes
+//! the D2H copy wait for the kernels, and the sync wait for the D2H copy).
+void run_job_one_sync(const mode_context& ctx, std::int64_t job, const raw_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  sync(s, "job (H2D, kernel A, kernel B, D2H)");
+  ctx.work.post(job, slot.h());
+}
+
 void sync_per_op(mode_context& ctx, timed_region& timer) {
   const raw_slot slot(static_cast<std::size_t>(ctx.work.w().bytes));
   timer.start();
@@ -61,7 +87,11 @@ void sync_per_op(mode_context& ctx, timed_region& timer) {
   timer.stop();
 }
 
-void threads_per_op(mode_context& ctx, timed_region& timer) {
+using job_fn = void (*)(const mode_context& ctx, std::int64_t job, const raw_slot& slot);
+
+//! T = concurrency threads (created before the timer, released together), each with its
+//! own stream and buffers, taking jobs from a shared counter and running each with `run_job`.
+void run_threads(mode_context& ctx, timed_region& timer, job_fn run_job) {
   const int threads = ctx.concurrency;
   std::vector<std::unique_ptr<raw_slot>> slots;
   for (int t = 0; t < threads; ++t) {
@@ -80,7 +110,7 @@ void threads_per_op(mode_context& ctx, timed_region& timer) {
         if (job >= ctx.jobs || abort.load(std::memory_order_relaxed)) {
           return;
         }
-        run_job_blocking(ctx, job, *slots[static_cast<std::size_t>(t)]);
+        run_job(ctx, job, *slots[static_cast<std::size_t>(t)]);
       }
     } catch (...) {
       abort = true;
@@ -115,6 +145,14 @@ void threads_per_op(mode_context& ctx, timed_region& timer) {
   }
 }
 
+void threads_per_op(mode_context& ctx, timed_region& timer) {
+  run_threads(ctx, timer, run_job_blocking);
+}
+
+void threads_per_job(mode_context& ctx, timed_region& timer) {
+  run_threads(ctx, timer, run_job_one_sync);
+}
+
 //! One handsm stream: its buffers, its completion event and the job it carries.
 struct handsm_slot : raw_slot {
   raw_event done = make_event();
@@ -123,19 +161,10 @@ struct handsm_slot : raw_slot {
 };
 
 void handsm_start(const mode_context& ctx, handsm_slot& slot, std::int64_t job) {
-  const host_work& work = ctx.work;
-  const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
   const cudaStream_t s = slot.stream.get();
   slot.job = job;
-  work.pre(job, slot.h());
-  CUAWAIT_CUDA_CHECK("copy H2D",
-                     cudaMemcpyAsync(slot.d(), slot.h(), bytes, cudaMemcpyHostToDevice, s));
-  CUAWAIT_CUDA_CHECK("kernel A",
-                     launch_kernel_a(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  CUAWAIT_CUDA_CHECK("kernel B",
-                     launch_kernel_b(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  CUAWAIT_CUDA_CHECK("copy D2H",
-                     cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
   CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(slot.done.get(), s));
 }
 
@@ -202,6 +231,13 @@ void register_baselines(std::vector<mode_entry>& modes) {
                     "T = concurrency threads, each with its own stream and buffers, "
                     "synchronizing after every operation (at most 1024)"},
                    threads_per_op,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_per_job", "baseline",
+                    "T = concurrency threads, each with its own stream and buffers, enqueuing "
+                    "a job's four GPU operations and synchronizing once per job (at most 1024)"},
+                   threads_per_job,
                    false,
                    1024,
                    thread_per_pipeline});

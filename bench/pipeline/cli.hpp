@@ -87,6 +87,25 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
                "Scaling run: 4 KiB jobs (unless --bytes) at 1, 10, 100, 1000, 10000, 100000 "
                "pipelines in flight (unless --concurrency); reports throughput and host memory "
                "(RSS increase) per in-flight pipeline; max(jobs, 2 x level) jobs per run");
+  app.add_flag("--grid", o.grid,
+               "Grid run (issue 17's ratio table): every size of --grid-bytes at every level of "
+               "--concurrency (default 2,4,8,16,32), modes threads_per_job, coro_batched_pool, "
+               "coro_per_op_pool unless --modes (threads_per_job always runs: every ratio is "
+               "against it), each run --repeat times; prints one table per mode of "
+               "threads_per_job us/job / mode us/job (medians; >1: the mode is faster)");
+  auto* grid_bytes =
+      app.add_option("--grid-bytes", o.grid_bytes,
+                     "Grid run: comma-separated job sizes in bytes (default 4 KiB, 64 KiB, "
+                     "256 KiB, 1 MiB, 4 MiB, 32 MiB, 64 MiB)")
+          ->delimiter(',');
+  app.add_option("--repeat", o.repeat,
+                 "Grid run: runs per mode and cell; the median is reported (default 3)");
+  app.add_option("--grid-cell-bytes", o.grid_cell_bytes,
+                 "Grid run: bytes each cell moves each way, which sets its jobs: cell bytes / "
+                 "job bytes, at least max(" +
+                     std::to_string(grid_min_jobs) + ", " + std::to_string(grid_jobs_per_pipeline) +
+                     " per pipeline), at most " + std::to_string(grid_max_jobs) +
+                     " (default 256 MiB)");
   app.add_option("--samples", o.samples,
                  "Output elements per job compared with the CPU reference (2 to 4096)");
   app.add_option("--device", o.device, "CUDA device ordinal");
@@ -122,6 +141,16 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
     } else if (o.scaling) {
       o.preset_name = "scaling";
       o.w.bytes = 4096;
+    } else if (o.grid) {
+      o.preset_name = "grid";
+    }
+    if (o.grid && jobs->count() + bytes->count() > 0) {
+      throw std::invalid_argument(std::string(jobs->count() > 0 ? "--jobs" : "--bytes") +
+                                  ": not with --grid (sizes come from --grid-bytes, jobs per "
+                                  "cell from --grid-cell-bytes)");
+    }
+    if (!o.grid && grid_bytes->count() > 0) {
+      throw std::invalid_argument("--grid-bytes: only with --grid");
     }
     const bool custom = jobs->count() + bytes->count() + iters->count() + cpu->count() > 0;
     if (jobs->count() > 0)
@@ -133,15 +162,20 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
     if (cpu->count() > 0)
       o.w.cpu_us = w.cpu_us;
     if (custom) {
-      o.preset_name = preset_arg.empty() && !o.scaling ? "custom" : o.preset_name + "+custom";
+      o.preset_name =
+          preset_arg.empty() && !o.scaling && !o.grid ? "custom" : o.preset_name + "+custom";
     }
     if (conc->count() > 0) {
       o.concurrency = levels;
     } else if (o.scaling) {
       o.concurrency = scaling_levels;
+    } else if (o.grid) {
+      o.concurrency = grid_default_levels;
     }
     if (mode_opt->count() > 0) {
       o.modes = mode_list;
+    } else if (o.grid) {
+      o.modes = grid_default_modes;
     }
     std::vector<std::string> names;
     for (const mode_description& m : modes) {

@@ -4,6 +4,7 @@
 // docs/BENCHMARK.md.
 
 #include "cli.hpp"
+#include "grid.hpp"
 #include "kernels.hpp"
 #include "measure.hpp"
 #include "modes.hpp"
@@ -182,6 +183,7 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   r.mode = m.desc.name;
   r.family = m.desc.family;
   r.concurrency = level;
+  r.bytes = st.opts.w.bytes;
   r.threads = m.threads_used != nullptr ? m.threads_used(level, st.pool_threads) : 1;
   r.jobs = jobs_for_run(st.opts, level);
   if (level > m.max_concurrency) {
@@ -264,6 +266,81 @@ bool write_file(const std::string& path, const std::string& text) {
   return true;
 }
 
+//! The grid run: per job size, the floor, then every level's cells, each repetition running
+//! every selected mode once (modes interleaved, so that drift during the grid hits them
+//! alike); then the ratio tables and the JSON document. Sequential modes are left out (a
+//! grid compares levels).
+int run_grid(const options& o, run_header& h, const std::vector<mode_entry>& registry,
+             watchdog& dog) {
+  std::vector<const mode_entry*> selected;
+  for (const mode_entry* e : select(registry, o.modes)) {
+    if (e->sequential) {
+      std::printf("[grid] %s left out: it runs at concurrency 1 only\n", e->desc.name.c_str());
+    } else if (e->desc.name == grid_reference_mode) {
+      selected.insert(selected.begin(), e); // the reference first in every repetition
+    } else {
+      selected.push_back(e);
+    }
+  }
+  const machine_info& m = h.machine;
+  std::vector<grid_size> sizes;
+  std::vector<mode_run> runs;
+  bool context_lost = false;
+  for (const std::int64_t bytes : o.grid_bytes) {
+    options so = o;
+    so.w.bytes = bytes;
+    std::int64_t max_jobs = 1;
+    for (const int level : so.concurrency) {
+      max_jobs = std::max(max_jobs, jobs_for_run(so, level));
+    }
+    so.w.jobs = max_jobs; // the floor's kernel and CPU samples take at most this many
+    std::printf("\n[grid] jobs of %s (%lld bytes), %lld to %lld jobs per run\n",
+                size_label(bytes).c_str(), static_cast<long long>(bytes),
+                static_cast<long long>(jobs_for_run(so, so.concurrency.front())),
+                static_cast<long long>(max_jobs));
+    std::fflush(stdout);
+    grid_size gs;
+    gs.bytes = bytes;
+    if (!context_lost) {
+      dog.arm("warm-up and floor measurement of " + size_label(bytes), o.timeout_s);
+      warm_up(so.w, m.sms);
+      gs.measured = measure_floor(so, m, stdout);
+      gs.floor = compute_floor(so.w, gs.measured);
+      dog.disarm();
+      std::printf("[floor] %.2f us per job, set by %s\n", gs.floor.floor_us,
+                  gs.floor.limit.c_str());
+    }
+    sizes.push_back(gs);
+    job_checker checker(max_jobs, so.w.floats(), so.w.iters, so.samples);
+    host_work work(so.w, so.samples, checker);
+    run_state st{so, checker, work, dog, m.sms, h.pool_threads, context_lost};
+    for (const int level : so.concurrency) {
+      for (int rep = 0; rep < so.repeat; ++rep) {
+        for (const mode_entry* e : selected) {
+          runs.push_back(run_one(st, *e, level));
+          runs.back().repetition = rep;
+        }
+      }
+    }
+    context_lost = st.context_lost;
+  }
+  std::printf(
+      "\n%s",
+      format_grid_tables(runs, sizes, o.concurrency, o.repeat, grid_reference_mode).c_str());
+  bool ok = true;
+  for (const mode_run& r : runs) {
+    ok = ok && (r.ok() || !r.skipped.empty());
+  }
+  if (!o.json_path.empty()) {
+    ok = write_file(o.json_path, make_grid_json(h, sizes, runs, grid_reference_mode)) && ok;
+  }
+  if (!o.svg_path.empty()) {
+    std::printf("(--svg is not drawn for a grid run)\n");
+  }
+  std::printf("%s\n", ok ? "all modes ran and checked" : "FAILED: see the lines above");
+  return ok ? 0 : exit_failed;
+}
+
 int run(int argc, char** argv) {
   std::vector<mode_entry> registry;
   register_baselines(registry);
@@ -291,13 +368,22 @@ int run(int argc, char** argv) {
   std::printf("cuawait-bench-pipeline %s: %s (%d SMs, driver %d, runtime %d), %d host cores\n",
               h.date_utc.c_str(), m.gpu_name.c_str(), m.sms, m.driver_version, m.runtime_version,
               m.host_cores);
+  watchdog dog;
+  if (o.grid) {
+    std::printf("grid run: %zu job sizes x %zu levels, %d iters, cpu_us %g, %d repetitions, "
+                "%lld MiB per cell; pool threads %d%s\n",
+                o.grid_bytes.size(), o.concurrency.size(), o.w.iters, o.w.cpu_us, o.repeat,
+                static_cast<long long>(o.grid_cell_bytes >> 20), h.pool_threads,
+                o.quick ? "; quick" : "");
+    std::fflush(stdout);
+    return run_grid(o, h, registry, dog);
+  }
   std::printf("workload %s: %lld jobs, %lld bytes, %d iters, cpu_us %g; pool threads %d%s%s\n",
               o.preset_name.c_str(), static_cast<long long>(o.w.jobs),
               static_cast<long long>(o.w.bytes), o.w.iters, o.w.cpu_us, h.pool_threads,
               o.quick ? "; quick" : "", o.scaling ? "; scaling run" : "");
   std::fflush(stdout);
 
-  watchdog dog;
   dog.arm("warm-up and floor measurement", o.timeout_s);
   warm_up(o.w, m.sms);
   h.measured = measure_floor(o, m, stdout);

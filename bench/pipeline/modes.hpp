@@ -81,7 +81,8 @@ struct mode_entry {
   int (*threads_used)(int concurrency, int pool_threads) = nullptr;
 };
 
-//! Appends the raw-CUDA baselines: sync_per_op, threads_per_op, handsm (baselines.cpp).
+//! Appends the raw-CUDA baselines: sync_per_op, threads_per_op, threads_per_job, handsm
+//! (baselines.cpp).
 void register_baselines(std::vector<mode_entry>& modes);
 
 //! Appends the cuawait modes (coro_modes.cu); appends nothing when they are not built.

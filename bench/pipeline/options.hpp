@@ -68,6 +68,33 @@ inline constexpr std::array<preset, 3> presets{{
 //! The concurrency levels of the scaling run (4 KiB jobs): 1 to 100,000 pipelines in flight.
 inline const std::vector<int> scaling_levels{1, 10, 100, 1000, 10000, 100000};
 
+//! The grid run (`--grid`): the job sizes and concurrency levels of issue 17's ratio table,
+//! the modes each cell runs (the reference `threads_per_job` first), and the jobs per cell:
+//! `grid_cell_bytes` moved each way per cell, at least `grid_min_jobs` (and 8 per pipeline,
+//! so that every pipeline carries several jobs), at most `grid_max_jobs`.
+inline const std::vector<std::int64_t> grid_default_bytes{
+    std::int64_t{4} << 10, std::int64_t{64} << 10, std::int64_t{256} << 10, std::int64_t{1} << 20,
+    std::int64_t{4} << 20, std::int64_t{32} << 20, std::int64_t{64} << 20};
+inline const std::vector<int> grid_default_levels{2, 4, 8, 16, 32};
+inline const char* const grid_reference_mode = "threads_per_job";
+inline const std::vector<std::string> grid_default_modes{grid_reference_mode, "coro_batched_pool",
+                                                         "coro_per_op_pool"};
+inline constexpr std::int64_t grid_default_cell_bytes = std::int64_t{256} << 20;
+inline constexpr std::int64_t grid_min_jobs = 200;
+inline constexpr std::int64_t grid_max_jobs = 20000;
+inline constexpr int grid_jobs_per_pipeline = 8;
+
+//! Jobs in one grid cell of `bytes`-byte jobs at `level` pipelines:
+//! `cell_bytes / bytes`, at least max(`grid_min_jobs`, 8 per pipeline), at most `grid_max_jobs`.
+[[nodiscard]] constexpr std::int64_t grid_jobs(std::int64_t cell_bytes, std::int64_t bytes,
+                                               int level) noexcept {
+  const std::int64_t by_bytes = bytes > 0 ? cell_bytes / bytes : grid_max_jobs;
+  const std::int64_t per_pipeline = std::int64_t{grid_jobs_per_pipeline} * level;
+  const std::int64_t floor_jobs = grid_min_jobs > per_pipeline ? grid_min_jobs : per_pipeline;
+  const std::int64_t jobs = by_bytes > floor_jobs ? by_bytes : floor_jobs;
+  return jobs < grid_max_jobs ? jobs : grid_max_jobs;
+}
+
 //! The batcher's knobs in `coro_graph_batched` and `coro_staged_batched` (see
 //! docs/GRAPHS.md for what each does). The defaults are a reasoned guess for many pipelines
 //! (C >= 128), where the goals are measured; a sweep on the H200 should confirm them.
@@ -121,6 +148,14 @@ struct options {
   bool quick = false;
   //! The scaling run: 4 KiB jobs at 1 to 100,000 pipelines in flight, with host memory.
   bool scaling = false;
+  //! The grid run: every size of `grid_bytes` at every level, `repeat` runs per mode and
+  //! cell, the median reported (see `grid_jobs` for the jobs per cell).
+  bool grid = false;
+  std::vector<std::int64_t> grid_bytes = grid_default_bytes;
+  //! Runs per mode and grid cell; the grid reports their median.
+  int repeat = 3;
+  //! Bytes each grid cell moves each way (sets its jobs, see `grid_jobs`).
+  std::int64_t grid_cell_bytes = grid_default_cell_bytes;
   //! Output elements compared with the CPU reference per job.
   int samples = 16;
   //! CUDA device ordinal.
@@ -203,6 +238,25 @@ inline void validate(const options& o, const std::vector<std::string>& known_mod
     fail("--batch-streams",
          "must be between 1 and 64 streams (got " + std::to_string(o.batch.streams) + ")");
   }
+  if (o.grid && o.scaling) {
+    fail("--grid", "cannot be combined with --scaling");
+  }
+  if (o.grid_bytes.empty()) {
+    fail("--grid-bytes", "needs at least one size");
+  }
+  for (const std::int64_t b : o.grid_bytes) {
+    if (b < 4 || b % 4 != 0 || b > max_bytes) {
+      fail("--grid-bytes", "each size must be a positive multiple of 4 of at most 16 GiB (got " +
+                               std::to_string(b) + ")");
+    }
+  }
+  if (o.repeat < 1 || o.repeat > 99) {
+    fail("--repeat", "must be between 1 and 99 (got " + std::to_string(o.repeat) + ")");
+  }
+  if (o.grid_cell_bytes < (std::int64_t{1} << 20) || o.grid_cell_bytes > max_bytes) {
+    fail("--grid-cell-bytes",
+         "must be between 1 MiB and 16 GiB (got " + std::to_string(o.grid_cell_bytes) + ")");
+  }
   if (o.modes.empty()) {
     fail("--modes", "needs at least one mode");
   }
@@ -232,6 +286,14 @@ inline constexpr int quick_scaling_max_level = 10000;
 //! `quick_scaling_max_level`. Sorts the levels. Call after `validate`.
 inline void finalize(options& o) {
   o.concurrency = sorted_levels(o.concurrency);
+  std::sort(o.grid_bytes.begin(), o.grid_bytes.end());
+  o.grid_bytes.erase(std::unique(o.grid_bytes.begin(), o.grid_bytes.end()), o.grid_bytes.end());
+  if (o.grid && std::find(o.modes.begin(), o.modes.end(), grid_reference_mode) == o.modes.end() &&
+      std::find(o.modes.begin(), o.modes.end(), "all") == o.modes.end() &&
+      std::find(o.modes.begin(), o.modes.end(), "baselines") == o.modes.end()) {
+    // Every ratio of the grid is against the reference: it always runs, first.
+    o.modes.insert(o.modes.begin(), grid_reference_mode);
+  }
   if (o.quick) {
     o.w.jobs = std::min(o.w.jobs, quick_jobs);
     if (o.scaling) {
@@ -244,8 +306,13 @@ inline void finalize(options& o) {
 }
 
 //! Jobs in one mode run at `level` pipelines in flight: the workload's jobs, and in a
-//! scaling run at least twice the level, so that every pipeline carries work.
+//! scaling run at least twice the level, so that every pipeline carries work. In a grid
+//! run, `grid_jobs` for the workload's size (capped at `quick_jobs` by `--quick`).
 [[nodiscard]] inline std::int64_t jobs_for_run(const options& o, int level) noexcept {
+  if (o.grid) {
+    const std::int64_t jobs = grid_jobs(o.grid_cell_bytes, o.w.bytes, level);
+    return o.quick ? std::min(jobs, quick_jobs) : jobs;
+  }
   return o.scaling ? std::max<std::int64_t>(o.w.jobs, std::int64_t{2} * level) : o.w.jobs;
 }
 

@@ -26,6 +26,10 @@ struct mode_run {
   //! "baseline" or "cuawait".
   std::string family;
   int concurrency = 1;
+  //! Bytes per job of the run's workload.
+  std::int64_t bytes = 0;
+  //! Which repetition of its grid cell the run was (0 outside grid runs).
+  int repetition = 0;
   //! Host threads the mode used (driving thread included).
   int threads = 1;
   std::int64_t jobs = 0;
@@ -54,11 +58,14 @@ struct mode_run {
   }
 };
 
-//! The fastest correct baseline run, or nullptr when none ran.
-[[nodiscard]] inline const mode_run* best_baseline(const std::vector<mode_run>& runs) noexcept {
+//! The fastest correct baseline run (of jobs of `bytes` bytes; of any size when negative),
+//! or nullptr when none ran.
+[[nodiscard]] inline const mode_run* best_baseline(const std::vector<mode_run>& runs,
+                                                   std::int64_t bytes = -1) noexcept {
   const mode_run* best = nullptr;
   for (const mode_run& r : runs) {
     if (r.family == "baseline" && r.ok() && std::isfinite(r.us_per_job()) &&
+        (bytes < 0 || r.bytes == bytes) &&
         (best == nullptr || r.us_per_job() < best->us_per_job())) {
       best = &r;
     }
@@ -176,12 +183,8 @@ struct run_header {
   int pool_threads = 0;
 };
 
-//! The JSON document: parameters, machine, floor (measurements and terms), every run with
-//! its ratios, the best baseline and the overall verdict.
-[[nodiscard]] inline std::string make_json(const run_header& h, const std::vector<mode_run>& runs) {
-  json_writer j;
-  j.begin_object();
-  j.field("program", h.program).field("date_utc", h.date_utc).field("command_line", h.command_line);
+namespace detail {
+inline void write_parameters(json_writer& j, const run_header& h) {
   j.key("parameters").begin_object();
   j.field("preset", h.opts.preset_name)
       .field("jobs", h.opts.w.jobs)
@@ -191,7 +194,8 @@ struct run_header {
       .field("threads", h.pool_threads)
       .field("samples", h.opts.samples)
       .field("quick", h.opts.quick)
-      .field("scaling", h.opts.scaling);
+      .field("scaling", h.opts.scaling)
+      .field("grid", h.opts.grid);
   j.key("concurrency").begin_array();
   for (const int c : h.opts.concurrency) {
     j.value(c);
@@ -208,7 +212,9 @@ struct run_header {
       .field("in_flight", h.opts.batch.in_flight)
       .field("streams", h.opts.batch.streams);
   j.end_object().end_object();
-  const machine_info& m = h.machine;
+}
+
+inline void write_machine(json_writer& j, const machine_info& m) {
   j.key("machine").begin_object();
   j.field("gpu", m.gpu_name)
       .field("device", m.device)
@@ -222,23 +228,29 @@ struct run_header {
       .field("host_cpu", m.host_cpu)
       .field("host_name", m.host_name)
       .end_object();
-  j.key("floor").begin_object();
-  j.field("h2d_bytes_per_s", h.measured.h2d_bytes_per_s)
-      .field("d2h_bytes_per_s", h.measured.d2h_bytes_per_s)
-      .field("both_ways_bytes_per_s", h.measured.both_bytes_per_s)
-      .field("kernel_us_per_job", h.measured.kernel_us_per_job)
-      .field("cpu_us_per_job_one_thread", h.measured.cpu_us_per_job_one_thread)
-      .field("cores", h.measured.cores)
-      .field("h2d_us", h.floor.h2d_us)
-      .field("d2h_us", h.floor.d2h_us)
-      .field("both_ways_us", h.floor.both_us)
-      .field("kernel_us", h.floor.kernel_us)
-      .field("cpu_us", h.floor.cpu_us)
-      .field("floor_us", h.floor.floor_us)
-      .field("limit", h.floor.limit)
+}
+
+//! The floor's measurements and terms, as the value of the current key.
+inline void write_floor(json_writer& j, const floor_measurements& fm, const floor_terms& f) {
+  j.begin_object()
+      .field("h2d_bytes_per_s", fm.h2d_bytes_per_s)
+      .field("d2h_bytes_per_s", fm.d2h_bytes_per_s)
+      .field("both_ways_bytes_per_s", fm.both_bytes_per_s)
+      .field("kernel_us_per_job", fm.kernel_us_per_job)
+      .field("cpu_us_per_job_one_thread", fm.cpu_us_per_job_one_thread)
+      .field("cores", fm.cores)
+      .field("h2d_us", f.h2d_us)
+      .field("d2h_us", f.d2h_us)
+      .field("both_ways_us", f.both_us)
+      .field("kernel_us", f.kernel_us)
+      .field("cpu_us", f.cpu_us)
+      .field("floor_us", f.floor_us)
+      .field("limit", f.limit)
       .end_object();
-  const mode_run* best = best_baseline(runs);
-  j.key("best_baseline");
+}
+
+//! The best baseline run (or null), as the value of the current key.
+inline void write_best(json_writer& j, const mode_run* best) {
   if (best != nullptr) {
     j.begin_object()
         .field("mode", best->mode)
@@ -248,31 +260,54 @@ struct run_header {
   } else {
     j.value(NAN);
   }
+}
+
+//! One run's record, an element of the current array.
+inline void write_run(json_writer& j, const mode_run& r, double floor_us, const mode_run* best) {
+  j.begin_object()
+      .field("mode", r.mode)
+      .field("family", r.family)
+      .field("concurrency", r.concurrency)
+      .field("bytes", r.bytes)
+      .field("repetition", r.repetition)
+      .field("threads", r.threads)
+      .field("jobs", r.jobs)
+      .field("seconds", r.seconds)
+      .field("us_per_job", r.us_per_job())
+      .field("jobs_per_s", r.ran() ? static_cast<double>(r.jobs) / r.seconds : NAN)
+      .field("floor_over_measured", floor_ratio(floor_us, r.us_per_job()))
+      .field("speedup_over_best_baseline", speedup(r, best))
+      .field("ok", r.ok())
+      .field("skipped", r.skipped)
+      .field("error", r.error)
+      .field("jobs_checked", r.jobs_checked)
+      .field("samples_checked", r.samples_checked)
+      .field("jobs_not_completed_once", r.jobs_not_once)
+      .field("mismatches", r.mismatches)
+      .field("rss_delta_bytes", r.rss_delta_bytes)
+      .field("rss_bytes_per_pipeline", r.rss_per_pipeline())
+      .end_object();
+}
+} // namespace detail
+
+//! The JSON document: parameters, machine, floor (measurements and terms), every run with
+//! its ratios, the best baseline and the overall verdict.
+[[nodiscard]] inline std::string make_json(const run_header& h, const std::vector<mode_run>& runs) {
+  json_writer j;
+  j.begin_object();
+  j.field("program", h.program).field("date_utc", h.date_utc).field("command_line", h.command_line);
+  detail::write_parameters(j, h);
+  detail::write_machine(j, h.machine);
+  j.key("floor");
+  detail::write_floor(j, h.measured, h.floor);
+  const mode_run* best = best_baseline(runs);
+  j.key("best_baseline");
+  detail::write_best(j, best);
   bool all_ok = true;
   j.key("runs").begin_array();
   for (const mode_run& r : runs) {
     all_ok = all_ok && (r.ok() || !r.skipped.empty());
-    j.begin_object()
-        .field("mode", r.mode)
-        .field("family", r.family)
-        .field("concurrency", r.concurrency)
-        .field("threads", r.threads)
-        .field("jobs", r.jobs)
-        .field("seconds", r.seconds)
-        .field("us_per_job", r.us_per_job())
-        .field("jobs_per_s", r.ran() ? static_cast<double>(r.jobs) / r.seconds : NAN)
-        .field("floor_over_measured", floor_ratio(h.floor.floor_us, r.us_per_job()))
-        .field("speedup_over_best_baseline", speedup(r, best))
-        .field("ok", r.ok())
-        .field("skipped", r.skipped)
-        .field("error", r.error)
-        .field("jobs_checked", r.jobs_checked)
-        .field("samples_checked", r.samples_checked)
-        .field("jobs_not_completed_once", r.jobs_not_once)
-        .field("mismatches", r.mismatches)
-        .field("rss_delta_bytes", r.rss_delta_bytes)
-        .field("rss_bytes_per_pipeline", r.rss_per_pipeline())
-        .end_object();
+    detail::write_run(j, r, h.floor.floor_us, best);
   }
   j.end_array();
   j.field("ok", all_ok);
