@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -259,11 +258,7 @@ class timeline_source final : public gpu_completion_source {
   };
 
 public:
-  timeline_source() : m_write(load_write_value64()) {
-    if (const char* f = std::getenv("CUAWAIT_TIMELINE_FLAGS"); f != nullptr) {
-      m_flags = static_cast<unsigned>(std::atoi(f)); // EXPERIMENT: measuring the barrier's cost
-    }
-  }
+  timeline_source() : m_write(load_write_value64()) {}
   ~timeline_source() override {
     for (void* b : m_blocks) {
       check_noexcept(cudaFreeHost(b), "timeline strategy", "cudaFreeHost");
@@ -281,7 +276,7 @@ public:
     // parallel instead of queueing behind one driver call at a time.
     const std::lock_guard lane_lock(*l.mutex);
     const std::uint64_t ticket = l.next_ticket + 1;
-    const CUresult r = m_write(s, l.device_word, ticket, m_flags);
+    const CUresult r = m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */);
     if (r != CUDA_SUCCESS) {
       throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamWriteValue64");
     }
@@ -327,7 +322,6 @@ private:
   }
 
   write_value64_fn m_write;
-  unsigned m_flags = 0; // CU_STREAM_WRITE_VALUE_DEFAULT
   std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
   std::vector<void*> m_blocks;
