@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/cuda/arena.hpp"
+#include "cuawait/cuda/reactor.hpp"
 
 #include <limits>
 #include <stdexcept>
@@ -95,6 +96,7 @@ std::size_t arena_pair::copy(stream_ref s, std::span<const std::size_t> slots,
                                std::to_string(r.offset);
       check(e, what.c_str(), "cudaMemcpyAsync");
     }
+    detail::note_copy(r.bytes);
   }
   return ranges.size();
 }

@@ -7,7 +7,9 @@
 
 #include <cuda.h> // types only: libcuda is reached through cudaGetDriverEntryPointByVersion
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -265,6 +267,10 @@ public:
     }
   }
   void arm(cudaStream_t s, wait_node& w) override {
+    if (now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
+      arm_event(s, w);
+      return;
+    }
     lane* lp = nullptr;
     {
       const std::lock_guard lock(m_mutex); // the lane table only
@@ -285,7 +291,7 @@ public:
     w.source_data = l.word;
   }
   completion_status query(const wait_node& w) noexcept override {
-    if (w.source_data == nullptr) {
+    if (w.source_data == nullptr || w.source_data == &g_owned_tag) {
       return query_event(w);
     }
     const std::uint64_t seen =
@@ -294,11 +300,50 @@ public:
     return seen >= w.token ? completion_status{completion_state::done, 0} : completion_status{};
   }
   completion_status probe(const wait_node& w) noexcept override {
-    return w.source_data == nullptr ? query_event(w) : probe_stream(w, query(w));
+    return w.source_data == nullptr || w.source_data == &g_owned_tag ? query_event(w)
+                                                                     : probe_stream(w, query(w));
+  }
+  void retire(wait_node& w) noexcept override {
+    if (w.source_data == &g_owned_tag) {
+      m_events.release(reinterpret_cast<cudaEvent_t>(w.token));
+      w.source_data = nullptr;
+    }
   }
   strategy kind() const noexcept override { return strategy::timeline; }
 
+  // While a large copy may be in flight, markers are events: a stream-written word waits
+  // behind copies on other streams, an event does not (measured: 32 MiB jobs in two
+  // pipelines went from 0.48 to 0.9+ of the PCIe floor with events). The window is the
+  // copy's time at 12.5 GB/s (a quarter of the link's rate, to cover copies queued behind
+  // others), at least 1 ms.
+  void note_large_copy(std::size_t bytes) noexcept override {
+    constexpr std::uint64_t bytes_per_us = 12'500;
+    const std::uint64_t until =
+        now_ns() + std::max<std::uint64_t>(1'000'000, bytes / bytes_per_us * 1'000);
+    std::uint64_t seen = m_events_until_ns.load(std::memory_order_relaxed);
+    while (seen < until &&
+           !m_events_until_ns.compare_exchange_weak(seen, until, std::memory_order_relaxed)) {
+    }
+  }
+
 private:
+  static std::uint64_t now_ns() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+
+  void arm_event(cudaStream_t s, wait_node& w) {
+    const cudaEvent_t e = m_events.acquire();
+    const cudaError_t r = cudaEventRecord(e, s);
+    if (r != cudaSuccess) {
+      m_events.release(e);
+      check(r, w.operation, "cudaEventRecord");
+    }
+    w.token = reinterpret_cast<std::uintptr_t>(e);
+    w.source_data = &g_owned_tag;
+  }
+
   lane& lane_for(cudaStream_t s) {
     auto it = m_lanes.find(s);
     if (it != m_lanes.end()) {
@@ -322,6 +367,8 @@ private:
   }
 
   write_value64_fn m_write;
+  event_pool m_events;
+  std::atomic<std::uint64_t> m_events_until_ns{0};
   std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
   std::vector<void*> m_blocks;

@@ -66,6 +66,7 @@ inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
   for (const copy_span& c : copies) {
     check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()), "merged copy",
           "cudaMemcpyAsync");
+    detail::note_copy(c.bytes);
   }
   return copies.size();
 }

@@ -9,6 +9,7 @@
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/reactor_stats.hpp"
 
+#include <cstddef>
 #include <memory>
 
 namespace cuawait::cuda {
@@ -42,5 +43,22 @@ private:
 //! Makes `r` the reactor of `current_reactor()` (nullptr: back to the process-wide one)
 //! and returns the previous one. Waits already submitted stay with their reactor.
 gpu_reactor* install_reactor(gpu_reactor* r) noexcept;
+
+namespace detail {
+//! Copies at least this large are reported to the reactor's source (`note_large_copy`).
+inline constexpr std::size_t large_copy_bytes = std::size_t{1} << 20;
+
+//! Tells the current reactor's source that a copy of `bytes` was enqueued, so that it can
+//! choose completion markers that do not wait behind other streams' copies (see
+//! `gpu_completion_source::note_large_copy`). Creates no reactor; never throws.
+void note_large_copy_slow(std::size_t bytes) noexcept;
+
+//! Called by every copy cuawait enqueues; costs one comparison for small copies.
+inline void note_copy(std::size_t bytes) noexcept {
+  if (bytes >= large_copy_bytes) {
+    note_large_copy_slow(bytes);
+  }
+}
+} // namespace detail
 
 } // namespace cuawait::cuda

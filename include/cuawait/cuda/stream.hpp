@@ -89,6 +89,7 @@ public:
     static_assert(std::is_trivially_copyable_v<T>, "copy: T must be trivially copyable");
     check(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, m_stream), "copy",
           "cudaMemcpyAsync", where);
+    detail::note_copy(count * sizeof(T));
     return {m_stream, "copy", where};
   }
 
@@ -119,6 +120,7 @@ public:
     check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
                             cudaMemcpyDefault, m_stream),
           "copy 2D", "cudaMemcpy2DAsync", where);
+    detail::note_copy(width * sizeof(T) * height);
     return {m_stream, "copy 2D", where};
   }
 
