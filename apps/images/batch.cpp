@@ -69,9 +69,14 @@ void batch::prepare_inputs() {
   }
   std::vector<image8> prepared(m_jobs.size());
   std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> generated{0};
+  // Each image is a few ms; checking the stop flag between images makes Ctrl-C prompt
+  // however large the batch is.
   auto generate = [&] {
-    for (std::size_t k = next.fetch_add(1); k < prepared.size(); k = next.fetch_add(1)) {
+    for (std::size_t k = next.fetch_add(1); k < prepared.size() && !stopping();
+         k = next.fetch_add(1)) {
       prepared[k] = make_synthetic(m_config.seed, m_jobs[k].index, m_config.width, m_config.height);
+      generated.fetch_add(1, std::memory_order_relaxed);
     }
   };
   {
@@ -82,6 +87,10 @@ void batch::prepare_inputs() {
       workers.emplace_back(generate);
     }
     generate();
+  }
+  m_generated = generated.load();
+  if (stopping()) {
+    return;
   }
   m_prepared = std::move(prepared);
   m_prepare_us = m_log.now_us() - start;
@@ -117,8 +126,14 @@ void batch::finish(int i, const result_view& result) {
   const scoped_span span(m_log, i, "postprocess");
   const job& j = m_jobs[static_cast<std::size_t>(i)];
   if (m_config.write) {
-    const std::vector<std::uint8_t> png = edge_png(result);
-    write_file_atomic(edge_path(m_config.out_dir, j), png);
+    const std::vector<std::uint8_t> bytes = m_config.format == edge_format::jpeg
+                                                ? edge_jpeg(result, m_config.jpeg_quality)
+                                                : edge_png(result);
+    const std::filesystem::path target = edge_path(m_config.out_dir, j, m_config.format);
+    // Created here, not before the run, so that a run stopped before its first image leaves
+    // no directories behind. Concurrent calls for one directory are fine.
+    std::filesystem::create_directories(target.parent_path());
+    write_file_atomic(target, bytes);
   }
   job_outcome& o = m_outcomes[static_cast<std::size_t>(i)];
   o.record = feature_record(j.name, result);

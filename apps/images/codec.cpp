@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reading input files and recognising their format.
+// Reading input files and recognising their format by signature (magic bytes), never by
+// the file name.
 
 #include "codec.hpp"
 
@@ -14,6 +15,53 @@ namespace cuawait::images {
 namespace {
 
 std::string describe_bytes(std::uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// Walks a JPEG's marker segments from the start of the file to its frame header (SOFn)
+// and returns the size it declares. At most `max_segments` segments are skipped, each by
+// its own length, so a file of junk costs a few reads.
+std::optional<std::pair<int, int>> peek_jpeg_size(std::ifstream& in) {
+  constexpr int max_segments = 256;
+  auto byte = [&]() -> int { return in.get(); }; // EOF: -1
+  auto be16 = [&]() -> int {
+    const int hi = byte();
+    const int lo = byte();
+    return hi < 0 || lo < 0 ? -1 : (hi << 8) | lo;
+  };
+  in.clear();
+  in.seekg(2); // after SOI
+  for (int k = 0; k < max_segments; ++k) {
+    int marker = byte();
+    if (marker != 0xff) {
+      return std::nullopt;
+    }
+    while (marker == 0xff) { // fill bytes
+      marker = byte();
+    }
+    if (marker < 0 || marker == 0xd9 || marker == 0xda) { // EOF, EOI or SOS before a frame
+      return std::nullopt;
+    }
+    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { // no length
+      continue;
+    }
+    const int length = be16();
+    if (length < 2) {
+      return std::nullopt;
+    }
+    const bool frame =
+        marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc;
+    if (frame) {
+      (void)byte(); // precision
+      const int h = be16();
+      const int w = be16();
+      if (w <= 0 || h <= 0) {
+        return std::nullopt;
+      }
+      return std::pair{w, h};
+    }
+    in.seekg(length - 2, std::ios::cur);
+  }
+  return std::nullopt;
+}
 
 std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
                                     const decode_limits& limits) {
@@ -78,6 +126,9 @@ std::optional<std::pair<int, int>> peek_size(const std::filesystem::path& path) 
   if (n >= 2 && head[0] == 'P') {
     return peek_pnm_size(std::span(head, n));
   }
+  if (n >= 3 && head[0] == 0xff && head[1] == 0xd8 && head[2] == 0xff) {
+    return peek_jpeg_size(in);
+  }
   return std::nullopt;
 }
 
@@ -93,11 +144,17 @@ image8 decode_image(std::span<const std::uint8_t> bytes, const decode_limits& li
     }
     return decode_png(bytes, limits);
   }
+  if (bytes[0] == 0xff && (bytes.size() < 2 || bytes[1] == 0xd8)) {
+    if (bytes.size() < 3) {
+      throw image_error("truncated JPEG: " + describe_bytes(bytes.size()));
+    }
+    return decode_jpeg(bytes, limits);
+  }
   if (bytes.size() >= 2 && bytes[0] == 'P' &&
       (bytes[1] == '2' || bytes[1] == '3' || bytes[1] == '5' || bytes[1] == '6')) {
     return decode_pnm(bytes, limits);
   }
-  throw image_error("not an image: neither a PNG nor a PGM/PPM signature");
+  throw image_error("not an image: no PNG, JPEG or PGM/PPM signature");
 }
 
 } // namespace cuawait::images

@@ -2,7 +2,8 @@
 #pragma once
 
 //! @file
-//! Decoding and encoding image files: PNG through libpng, PGM/PPM (P2, P3, P5, P6) by hand.
+//! Decoding and encoding image files: PNG through libpng, JPEG through libjpeg, PGM/PPM (P2,
+//! P3, P5, P6) by hand.
 
 #include "image.hpp"
 
@@ -17,18 +18,19 @@ namespace cuawait::images {
 
 //! Reads and decodes the file at `path` (the format is recognised by its signature, not its
 //! name). Color images come back as 3 channels, gray ones as 1; 16-bit samples are scaled
-//! to 8 bits, alpha is dropped, palettes are expanded.
+//! to 8 bits, alpha is dropped, palettes are expanded, a JPEG's EXIF orientation is applied.
 //! @throws image_error with the reason when the file cannot be read, is empty, too large,
-//! truncated, corrupt or not a PNG/PNM image.
+//! truncated, corrupt or not a PNG/JPEG/PNM image.
 [[nodiscard]] image8 decode_file(const std::filesystem::path& path, const decode_limits& limits);
 
 //! Decodes an in-memory file; see `decode_file`.
 //! @throws image_error
 [[nodiscard]] image8 decode_image(std::span<const std::uint8_t> bytes, const decode_limits& limits);
 
-//! Width and height from the header of a PNG or PGM/PPM file, without decoding it; nullopt
-//! when the file cannot be read or its header is not recognised (decoding will then say
-//! why). Used to size an image's share of the memory budget before it is decoded.
+//! Width and height from the header of a PNG, JPEG or PGM/PPM file, without decoding it
+//! (for a JPEG: as stored, before the EXIF orientation; the pixel count is the same);
+//! nullopt when the file cannot be read or its header is not recognised (decoding will then
+//! say why). Used to size an image's share of the memory budget before it is decoded.
 [[nodiscard]] std::optional<std::pair<int, int>> peek_size(const std::filesystem::path& path);
 
 //! Width and height from a PGM/PPM header in `bytes`, or nullopt.
@@ -36,6 +38,13 @@ namespace cuawait::images {
 
 //! Decodes PNG bytes with libpng. @throws image_error
 [[nodiscard]] image8 decode_png(std::span<const std::uint8_t> bytes, const decode_limits& limits);
+
+//! Decodes JPEG bytes with libjpeg: 8-bit gray (1 channel) or colour (YCbCr or RGB, 3
+//! channels), baseline or progressive, then applies the EXIF orientation. The image size
+//! is checked against `limits` from the header, before any pixel memory is allocated.
+//! Corrupt or truncated data is an error, not a warning.
+//! @throws image_error
+[[nodiscard]] image8 decode_jpeg(std::span<const std::uint8_t> bytes, const decode_limits& limits);
 
 //! Decodes PGM/PPM bytes (P2, P3, P5, P6; maxval up to 65535). @throws image_error
 [[nodiscard]] image8 decode_pnm(std::span<const std::uint8_t> bytes, const decode_limits& limits);
@@ -50,6 +59,17 @@ namespace cuawait::images {
 //! @throws std::runtime_error when libpng fails; std::invalid_argument when `pixels` is short
 [[nodiscard]] std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width,
                                                    int height, int channels, int level = 1);
+
+//! Encodes `width` x `height` pixels of `channels` (1 or 3) bytes, rows packed, in `pixels`
+//! as a baseline JPEG of `quality` (1-100) with libjpeg.
+//! @throws std::invalid_argument for a bad size, channel count or quality, or short
+//! `pixels`; std::runtime_error when libjpeg fails
+[[nodiscard]] std::vector<std::uint8_t> encode_jpeg(std::span<const std::uint8_t> pixels, int width,
+                                                    int height, int channels, int quality = 90);
+
+//! `encode_jpeg` of `img`.
+//! @throws std::invalid_argument, std::runtime_error
+[[nodiscard]] std::vector<std::uint8_t> encode_jpeg(const image8& img, int quality = 90);
 
 //! Encodes `img` as binary PGM (1 channel) or PPM (3 channels).
 [[nodiscard]] std::vector<std::uint8_t> encode_pnm(const image8& img);

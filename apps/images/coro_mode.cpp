@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unistd.h>
 
 namespace cuawait::images {
 namespace {
@@ -26,6 +27,9 @@ task<void> process_on_cpu(batch& b, int i, thread_pool& pool, memory_gate& gate)
   // The gate may resume us inside another image's release: continue from the pool instead,
   // so finished images never nest the next one on their stack.
   co_await pool.schedule();
+  if (b.stopping()) {
+    co_return; // stopped while waiting for memory: start nothing new
+  }
   try {
     gray_image gray;
     {
@@ -68,8 +72,21 @@ std::size_t gpu_image_footprint(std::size_t pixels) noexcept {
   return pixels * (3 + sizeof(float) + 3 * sizeof(float) + 1 + 1);
 }
 
-std::size_t default_memory_budget(int threads) noexcept {
-  return std::max<std::size_t>(512, 96 * static_cast<std::size_t>(std::max(1, threads))) << 20;
+std::size_t default_memory_budget(int threads, std::uint64_t physical_memory) noexcept {
+  const std::size_t wanted =
+      std::max<std::size_t>(512, 96 * static_cast<std::size_t>(std::max(1, threads))) << 20;
+  if (physical_memory == 0) {
+    return wanted;
+  }
+  return static_cast<std::size_t>(std::min<std::uint64_t>(wanted, physical_memory / 2));
+}
+
+std::uint64_t physical_memory_bytes() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0
+             ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size)
+             : 0;
 }
 
 std::size_t default_stream_count(int threads) noexcept {
@@ -90,8 +107,9 @@ std::string in_flight_note(const batch& b, std::size_t memory_budget, std::size_
     return budget + " bounds the images in flight";
   }
   const std::size_t images = images_in_flight(memory_budget, footprint);
-  return "up to " + std::to_string(std::min(images, b.jobs().size())) + " images in flight (" +
-         budget + ")";
+  const std::size_t n = std::min(images, b.jobs().size());
+  return "up to " + std::to_string(n) + (n == 1 ? " image" : " images") + " in flight (" + budget +
+         ")";
 }
 
 void run_coro_cpu(batch& b, std::size_t memory_budget) {

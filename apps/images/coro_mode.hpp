@@ -9,6 +9,7 @@
 #include "batch.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cuawait::images {
@@ -29,8 +30,14 @@ void run_coro_cpu(batch& b, std::size_t memory_budget);
 //! The default memory budget of the coroutine mode for `threads` CPU threads: 96 MiB per
 //! thread, at least 512 MiB. Enough images in flight that every thread has CPU stages to
 //! run while the GPU works through a queue of others: about 4.5 one-megapixel images per
-//! thread on the GPU (21 MiB each), 6 on the CPU backend (16 MiB each).
-[[nodiscard]] std::size_t default_memory_budget(int threads) noexcept;
+//! thread on the GPU (21 MiB each), 6 on the CPU backend (16 MiB each). Capped at half of
+//! `physical_memory` bytes (0: unknown, no cap), so that many threads on a small machine do
+//! not ask for more memory than it has.
+[[nodiscard]] std::size_t default_memory_budget(int threads,
+                                                std::uint64_t physical_memory) noexcept;
+
+//! Bytes of physical memory of this machine (sysconf), 0 when unknown.
+[[nodiscard]] std::uint64_t physical_memory_bytes() noexcept;
 
 //! The default number of streams of the GPU coroutine mode: two per CPU thread, at least
 //! 8 and at most 32 (more streams than that only add scheduling work on the GPU).

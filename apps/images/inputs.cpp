@@ -19,44 +19,98 @@ std::filesystem::path resolved(const std::filesystem::path& p) {
   return ec ? std::filesystem::absolute(p).lexically_normal() : r;
 }
 
-} // namespace
-
-bool has_image_extension(const std::filesystem::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".png" || ext == ".pgm" || ext == ".ppm" || ext == ".pnm";
+  return s;
 }
 
-std::vector<job> collect_jobs(const std::vector<std::string>& inputs) {
+bool is_hidden(const std::filesystem::path& p) {
+  const std::string name = p.filename().string();
+  return !name.empty() && name[0] == '.';
+}
+
+// The image files under `root` (relative paths, sorted), as `collect_jobs` describes.
+std::vector<std::filesystem::path> scan(const std::filesystem::path& root,
+                                        const scan_options& options) {
+  namespace fs = std::filesystem;
+  const fs::path out = options.out_dir.empty() ? fs::path() : resolved(options.out_dir);
+  std::vector<fs::path> files;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::directory_entry& e = *it;
+    std::error_code type_ec;
+    if (e.is_directory(type_ec)) {
+      // Not followed: hidden directories, the output directory, symbolic links (loops),
+      // and everything below the top when the scan is flat.
+      if (!options.recursive || is_hidden(e.path()) || e.is_symlink(type_ec) ||
+          (!out.empty() && resolved(e.path()) == out)) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (!is_hidden(e.path()) && has_image_extension(e.path()) && !is_edge_output(e.path())) {
+      files.push_back(e.path().lexically_relative(root));
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+} // namespace
+
+const char* edge_suffix(edge_format format) noexcept {
+  return format == edge_format::jpeg ? ".edges.jpg" : ".edges.png";
+}
+
+bool has_image_extension(const std::filesystem::path& p) {
+  const std::string ext = lower(p.extension().string());
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".pgm" || ext == ".ppm" ||
+         ext == ".pnm";
+}
+
+bool is_edge_output(const std::filesystem::path& p) {
+  const std::string name = lower(p.filename().string());
+  for (const char* suffix : {".edges.png", ".edges.jpg", ".edges.jpeg"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<job> collect_jobs(const std::vector<std::string>& inputs, const scan_options& options) {
   std::vector<job> jobs;
-  auto add = [&](const std::filesystem::path& p) {
+  auto add = [&](const std::filesystem::path& p, const std::filesystem::path& stem) {
     job j;
     j.index = static_cast<int>(jobs.size());
     j.name = p.string();
     j.source = p;
+    j.output_stem = stem.generic_string();
     jobs.push_back(std::move(j));
   };
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (std::filesystem::is_directory(in, ec)) {
-      std::vector<std::filesystem::path> files;
-      for (const auto& e : std::filesystem::directory_iterator(in, ec)) {
-        if (has_image_extension(e.path()) && !e.is_directory(ec)) {
-          files.push_back(e.path());
-        }
+      const std::filesystem::path root(in);
+      for (const std::filesystem::path& rel : scan(root, options)) {
+        add(root / rel, rel.parent_path() / rel.stem());
       }
-      std::sort(files.begin(), files.end());
-      std::for_each(files.begin(), files.end(), add);
     } else {
-      add(in);
+      add(in, std::filesystem::path(in).stem());
     }
   }
-  std::map<std::string, int> seen;
+  // Same stem (x.png and x.jpg, or the same name given twice): "-2", "-3"..., skipping
+  // stems that are taken already, in batch order.
+  std::set<std::string> used;
   for (job& j : jobs) {
-    const std::string stem = j.source.stem().string();
-    const int n = ++seen[stem];
-    j.output_stem = n == 1 ? stem : stem + "-" + std::to_string(n);
+    std::string stem = j.output_stem;
+    for (int n = 2; !used.insert(stem).second; ++n) {
+      stem = j.output_stem + "-" + std::to_string(n);
+    }
+    j.output_stem = stem;
   }
   return jobs;
 }
@@ -69,11 +123,13 @@ std::vector<job> synthetic_jobs(int count) {
   return jobs;
 }
 
-std::filesystem::path edge_path(const std::filesystem::path& out_dir, const job& j) {
-  return out_dir / (j.output_stem + edge_suffix);
+std::filesystem::path edge_path(const std::filesystem::path& out_dir, const job& j,
+                                edge_format format) {
+  return out_dir / (j.output_stem + edge_suffix(format));
 }
 
-void check_outputs(const std::filesystem::path& out_dir, const std::vector<job>& jobs) {
+void check_outputs(const std::filesystem::path& out_dir, const std::vector<job>& jobs,
+                   edge_format format) {
   std::error_code ec;
   if (std::filesystem::exists(out_dir, ec) && !std::filesystem::is_directory(out_dir, ec)) {
     throw std::runtime_error("output " + out_dir.string() + " exists and is not a directory");
@@ -92,7 +148,7 @@ void check_outputs(const std::filesystem::path& out_dir, const std::vector<job>&
   };
   refuse_if_input(out_dir / features_file_name);
   for (const job& j : jobs) {
-    refuse_if_input(edge_path(out_dir, j));
+    refuse_if_input(edge_path(out_dir, j, format));
   }
 }
 

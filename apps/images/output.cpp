@@ -90,4 +90,8 @@ std::vector<std::uint8_t> edge_png(const result_view& result) {
   return encode_png(result.edges, result.width, result.height, 1);
 }
 
+std::vector<std::uint8_t> edge_jpeg(const result_view& result, int quality) {
+  return encode_jpeg(result.edges, result.width, result.height, 1, quality);
+}
+
 } // namespace cuawait::images

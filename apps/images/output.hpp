@@ -31,4 +31,7 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view tex
 //! The edge image of `result` as PNG bytes.
 [[nodiscard]] std::vector<std::uint8_t> edge_png(const result_view& result);
 
+//! The edge image of `result` as JPEG bytes of `quality` (1-100).
+[[nodiscard]] std::vector<std::uint8_t> edge_jpeg(const result_view& result, int quality);
+
 } // namespace cuawait::images

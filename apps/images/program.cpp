@@ -6,11 +6,13 @@
 #include "batch.hpp"
 #include "coro_mode.hpp"
 #include "output.hpp"
+#include "resume.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,7 +45,15 @@ struct options {
   std::size_t streams = 0;           // 0: default_stream_count(threads)
   std::uint64_t max_pixels = decode_limits{}.max_pixels;
   std::uint64_t max_file_mib = decode_limits{}.max_file_bytes >> 20;
+  bool recursive = false;
+  bool skip_existing = false;
+  std::size_t limit = 0; // 0: every image
+  std::string format = "png";
+  int quality = 90;
 };
+
+// "1 image", "2 images".
+std::string images(std::size_t n) { return std::to_string(n) + (n == 1 ? " image" : " images"); }
 
 // "512" or "640x480".
 std::optional<std::pair<int, int>> parse_size(const std::string& s) {
@@ -65,7 +75,7 @@ std::optional<std::pair<int, int>> parse_size(const std::string& s) {
 
 void define_options(CLI::App& app, options& o) {
   app.add_option("inputs", o.inputs,
-                 "Image files (PNG, PGM/PPM) or directories; none: a synthetic batch");
+                 "Image files (PNG, JPEG, PGM/PPM) or directories; none: a synthetic batch");
   app.add_option("-o,--output", o.output, "Output directory")->capture_default_str();
   app.add_option("--count", o.count, "Synthetic batch: number of images")
       ->check(CLI::Range(1, 1000000))
@@ -83,6 +93,17 @@ void define_options(CLI::App& app, options& o) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   app.add_flag("--no-write", o.no_write, "Do not write edge images or features");
+  app.add_flag("-r,--recursive", o.recursive,
+               "Also take the images in nested directories (outputs mirror the tree)");
+  app.add_flag("--skip-existing", o.skip_existing,
+               "Resume: skip images whose edge image and features record exist already");
+  app.add_option("--limit", o.limit, "Process at most N images now (0: all); resume later");
+  app.add_option("--format", o.format, "Edge images: png or jpeg")
+      ->check(CLI::IsMember({"png", "jpeg", "jpg"}))
+      ->capture_default_str();
+  app.add_option("--quality", o.quality, "JPEG edge images: quality 1-100")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--trace", o.trace, "Write a Chrome/Perfetto trace (JSON) of every stage");
   app.add_option("--timeline", o.timeline, "Write an SVG timeline of CPU threads and GPU streams");
   app.add_option("--timeline-ms", o.timeline_ms,
@@ -95,14 +116,15 @@ void define_options(CLI::App& app, options& o) {
   app.add_flag("-q,--quiet", o.quiet, "Same as --progress=none (failures are still reported)");
   app.add_option("--memory-budget", o.memory_budget_mib,
                  "coro mode: MiB of image buffers in flight (default: 96 per thread, at least "
-                 "512)")
+                 "512, at most half of the physical memory)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--streams", o.streams,
                  "coro mode on the GPU: streams in the pool (default: 2 per thread, 8 to 32)")
       ->check(CLI::Range(1, 256));
-  app.add_option("--max-pixels", o.max_pixels, "Refuse images with more pixels")
+  app.add_option("--max-pixels", o.max_pixels, "Refuse images with more pixels (0: no limit)")
       ->capture_default_str();
-  app.add_option("--max-file-size", o.max_file_mib, "Refuse files larger than this (MiB)")
+  app.add_option("--max-file-size", o.max_file_mib,
+                 "Refuse files larger than this (MiB; 0: no limit)")
       ->capture_default_str();
 }
 
@@ -144,15 +166,10 @@ std::string fmt_ms(double us) {
   return buf;
 }
 
-void write_features(const batch& b) {
-  std::string text;
-  for (const job_outcome& o : b.outcomes()) {
-    if (o.done && o.error.empty()) {
-      text += o.record;
-      text += '\n';
-    }
-  }
-  write_file_atomic(b.config().out_dir / features_file_name, text);
+void write_features(const batch& b, const run_plan& plan, std::size_t batch_size) {
+  std::filesystem::create_directories(b.config().out_dir);
+  write_file_atomic(b.config().out_dir / features_file_name,
+                    merged_features(plan, batch_size, b.outcomes()));
 }
 
 // Times of the untimed preparation, for the summary (µs; negative: did not happen).
@@ -192,21 +209,31 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
   }
 }
 
-void print_summary(const batch& b, const options& o, bool cuda, const std::string& device,
-                   double start_us, double end_us, const untimed_setup& setup) {
-  int ok = 0;
-  int failed = 0;
-  int skipped = 0;
+void print_summary(const batch& b, const options& o, const run_plan& plan, bool cuda,
+                   const std::string& device, double start_us, double end_us,
+                   const untimed_setup& setup) {
+  std::size_t ok = 0;
+  std::size_t failed = 0;
+  std::size_t not_started = 0;
   for (const job_outcome& out : b.outcomes()) {
     ok += out.done && out.error.empty() ? 1 : 0;
     failed += out.done && !out.error.empty() ? 1 : 0;
-    skipped += out.done ? 0 : 1;
+    not_started += out.done ? 0 : 1;
   }
+  // The rate counts the images that came out: a failed one is usually a file refused from
+  // its header, far faster than a processed one, and would inflate it.
   const double secs = (end_us - start_us) / 1e6;
-  std::printf("cuawait-images: %d images in %.3f s, %.1f images/s: %d ok, %d failed", ok + failed,
-              secs, secs > 0 ? (ok + failed) / secs : 0.0, ok, failed);
-  if (skipped > 0) {
-    std::printf(", %d not started (interrupted)", skipped);
+  std::printf("cuawait-images: %s in %.3f s, %.1f images/s (successful ones): %zu ok, %zu failed",
+              images(ok + failed).c_str(), secs, secs > 0 ? static_cast<double>(ok) / secs : 0.0,
+              ok, failed);
+  if (not_started > 0) {
+    std::printf(", %zu not started (interrupted)", not_started);
+  }
+  if (plan.skipped > 0) {
+    std::printf(", %zu skipped (outputs exist)", plan.skipped);
+  }
+  if (plan.left > 0) {
+    std::printf(", %zu left for a later run (--limit)", plan.left);
   }
   std::printf("\n  mode %s, backend %s, %d CPU threads%s%s\n", o.mode.c_str(),
               cuda ? ("cuda (" + device + ")").c_str() : "cpu", b.config().threads,
@@ -225,8 +252,28 @@ void print_summary(const batch& b, const options& o, bool cuda, const std::strin
   if (o.no_write) {
     std::printf("  outputs not written (--no-write)\n");
   } else {
-    std::printf("  outputs: %s/*%s, %s/%s\n", b.config().out_dir.string().c_str(), edge_suffix,
-                b.config().out_dir.string().c_str(), features_file_name);
+    std::printf("  outputs: %s/*%s, %s/%s\n", b.config().out_dir.string().c_str(),
+                edge_suffix(b.config().format), b.config().out_dir.string().c_str(),
+                features_file_name);
+  }
+}
+
+// Runs the batch in the mode `o` asks for, on `gpu` (nullptr: the CPU backend).
+void run_mode(batch& b, const options& o, gpu_backend* gpu) {
+  const engine_factory make = [&]() -> std::unique_ptr<stage_engine> {
+    return gpu != nullptr ? gpu->make_engine(b.log()) : make_cpu_engine(b.log());
+  };
+  const std::size_t budget =
+      o.memory_budget_mib > 0 ? o.memory_budget_mib << 20
+                              : default_memory_budget(b.config().threads, physical_memory_bytes());
+  if (o.mode == "sync") {
+    b.run_sync(make);
+  } else if (o.mode == "threads") {
+    b.run_threads(make);
+  } else if (gpu != nullptr) {
+    gpu->run_coro(b, budget, o.streams);
+  } else {
+    run_coro_cpu(b, budget);
   }
 }
 
@@ -248,7 +295,11 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? exit_ok : exit_usage;
+    if (e.get_exit_code() == 0) { // --help
+      return app.exit(e) == 0 ? exit_ok : exit_usage;
+    }
+    std::fprintf(stderr, "cuawait-images: %s\nRun with --help for more information.\n", e.what());
+    return exit_usage;
   }
   const auto size = parse_size(o.size);
   if (!size) {
@@ -272,23 +323,30 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   cfg.seed = o.seed;
   cfg.width = size->first;
   cfg.height = size->second;
-  cfg.limits.max_pixels = o.max_pixels;
-  cfg.limits.max_file_bytes = o.max_file_mib << 20;
+  // 0 means no limit.
+  constexpr std::uint64_t unlimited = std::numeric_limits<std::uint64_t>::max();
+  cfg.limits.max_pixels = o.max_pixels == 0 ? unlimited : o.max_pixels;
+  cfg.limits.max_file_bytes =
+      o.max_file_mib == 0 || o.max_file_mib > (unlimited >> 20) ? unlimited : o.max_file_mib << 20;
+  cfg.format = o.format == "png" ? edge_format::png : edge_format::jpeg;
+  cfg.jpeg_quality = o.quality;
 
-  const std::vector<job> jobs = o.inputs.empty() ? synthetic_jobs(o.count) : collect_jobs(o.inputs);
-  if (jobs.empty()) {
+  const std::vector<job> all =
+      o.inputs.empty() ? synthetic_jobs(o.count)
+                       : collect_jobs(o.inputs, {o.recursive, std::filesystem::path(o.output)});
+  if (all.empty()) {
     std::fprintf(stderr, "cuawait-images: no images found in the inputs\n");
     return exit_usage;
   }
+  run_plan plan;
   try {
-    check_outputs(cfg.out_dir, jobs);
-    if (cfg.write) {
-      std::filesystem::create_directories(cfg.out_dir);
-    }
+    check_outputs(cfg.out_dir, all, cfg.format);
+    plan = plan_run(all, cfg, o.skip_existing, o.limit);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuawait-images: %s\n", e.what());
     return exit_usage;
   }
+  const std::vector<job>& jobs = plan.todo;
 
   trace_log log;
   progress_reporter progress(static_cast<int>(jobs.size()), style_of(o));
@@ -300,25 +358,20 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   double before_run = 0;
   try {
     b.prepare_inputs();
-    if (*cuda) {
+    if (g_stop.load()) {
+      // Stopped before any image started: nothing to write, and nothing is.
+      std::fprintf(stderr, "cuawait-images: interrupted before the first image; nothing "
+                           "written\n");
+      return exit_interrupted;
+    }
+    if (*cuda && !jobs.empty()) {
       const double t = log.now_us();
       gpu->prepare();
       setup.context_us = log.now_us() - t;
     }
     before_run = log.now_us();
-    const engine_factory make = [&]() -> std::unique_ptr<stage_engine> {
-      return *cuda ? gpu->make_engine(log) : make_cpu_engine(log);
-    };
-    const std::size_t budget =
-        o.memory_budget_mib > 0 ? o.memory_budget_mib << 20 : default_memory_budget(cfg.threads);
-    if (o.mode == "sync") {
-      b.run_sync(make);
-    } else if (o.mode == "threads") {
-      b.run_threads(make);
-    } else if (*cuda) {
-      gpu->run_coro(b, budget, o.streams);
-    } else {
-      run_coro_cpu(b, budget);
+    if (!jobs.empty()) { // empty when every image was skipped
+      run_mode(b, o, *cuda ? gpu : nullptr);
     }
   } catch (const std::exception& e) {
     progress.finish();
@@ -334,7 +387,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   int status = exit_ok;
   try {
     if (cfg.write) {
-      write_features(b);
+      write_features(b, plan, all.size());
     }
     std::vector<std::string> names;
     for (const job& j : jobs) {
@@ -358,7 +411,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     std::fprintf(stderr, "cuawait-images: %s\n", e.what());
     status = exit_some_failed;
   }
-  print_summary(b, o, *cuda, device, start_us, end_us, setup);
+  print_summary(b, o, plan, *cuda, device, start_us, end_us, setup);
   std::fflush(stdout);
   for (const job_outcome& out : b.outcomes()) {
     if (out.done && !out.error.empty()) {

@@ -178,6 +178,9 @@ task<void> process_on_gpu(gpu_context& ctx, int i) {
   memory_gate::share share =
       co_await ctx.gate.acquire(gpu_image_footprint(ctx.b.expected_pixels(i)));
   co_await ctx.rt.pool().schedule(); // never continue nested inside another image's release
+  if (ctx.b.stopping()) {
+    co_return; // stopped while waiting for memory: start nothing new
+  }
   try {
     co_await run_image(ctx, i);
   } catch (const std::exception& e) {

@@ -67,7 +67,7 @@ TEST(Codec, BadFilesGetOneClearReason) {
   const auto png = ci::encode_png(sample_rgb());
   EXPECT_EQ(reason_for(dir.write("empty.png", "")), "empty file");
   EXPECT_EQ(reason_for(dir.write("text.png", "hello, not an image\n")),
-            "not an image: neither a PNG nor a PGM/PPM signature");
+            "not an image: no PNG, JPEG or PGM/PPM signature");
   const std::string truncated =
       reason_for(dir.write("cut.png", std::string(png.begin(), png.begin() + 40)));
   EXPECT_NE(truncated.find("truncated"), std::string::npos) << truncated;

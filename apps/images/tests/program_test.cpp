@@ -1,96 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CPU backend end to end: run_program on small batches, in every mode, with bad inputs.
 
+#include "batch.hpp"
 #include "codec.hpp"
 #include "coro_mode.hpp"
 #include "program.hpp"
+#include "run_program.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace ci = cuawait::images;
-
-namespace {
-
-struct run_result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-run_result run(std::vector<std::string> args) {
-  args.insert(args.begin(), "cuawait-images");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) {
-    argv.push_back(a.c_str());
-  }
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  run_result r;
-  r.code = ci::run_program(static_cast<int>(argv.size()), argv.data(), nullptr);
-  r.out = testing::internal::GetCapturedStdout();
-  r.err = testing::internal::GetCapturedStderr();
-  return r;
-}
-
-std::vector<std::string> lines_of(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
-// Checks the shape of a features record and returns its "file" value.
-std::string check_record(const std::string& line) {
-  EXPECT_EQ(line.rfind("{\"file\":\"", 0), 0U) << line;
-  EXPECT_EQ(line.back(), '}');
-  const std::size_t open = line.find("\"hog\":[");
-  EXPECT_NE(open, std::string::npos);
-  const std::size_t close = line.find(']', open);
-  std::stringstream numbers(line.substr(open + 7, close - open - 7));
-  int count = 0;
-  for (std::string item; std::getline(numbers, item, ',');) {
-    std::size_t used = 0;
-    const double v = std::stod(item, &used);
-    EXPECT_EQ(used, item.size()) << item;
-    EXPECT_GE(v, 0.0);
-    ++count;
-  }
-  EXPECT_EQ(count, 144);
-  const std::size_t end = line.find('"', 9);
-  return line.substr(9, end - 9);
-}
-
-int count_files(const std::filesystem::path& dir, const std::string& suffix) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    n += name.size() >= suffix.size() &&
-                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
-             ? 1
-             : 0;
-  }
-  return n;
-}
-
-int count_lines_containing(const std::string& text, const std::string& needle) {
-  std::stringstream s(text);
-  int n = 0;
-  for (std::string line; std::getline(s, line);) {
-    n += line.find(needle) != std::string::npos ? 1 : 0;
-  }
-  return n;
-}
-
-} // namespace
+using namespace ci::test;
 
 TEST(Program, EveryModeWritesTheSameOutputsOnTheCpuBackend) {
   ci::test::temp_dir dir("modes");
@@ -153,16 +81,34 @@ TEST(Program, BadInputsAreReportedOnceEachAndTheRestIsProcessed) {
 TEST(Program, RefusesAnOutputDirectoryThatWouldOverwriteAnInput) {
   ci::test::temp_dir dir("overwrite");
   const auto png = ci::encode_png(ci::make_synthetic(3, 0, 16, 16));
-  dir.write("x.png", std::string(png.begin(), png.end()));
+  const auto x = dir.write("x.png", std::string(png.begin(), png.end()));
   const auto victim = dir.write("x.edges.png", std::string(png.begin(), png.end()));
-  const run_result r = run({"--backend=cpu", dir.path().string(), "-o", dir.path().string()});
+  // x.edges.png named as an input: the edge image of x.png would overwrite it.
+  const run_result r =
+      run({"--backend=cpu", x.string(), victim.string(), "-o", dir.path().string()});
   EXPECT_EQ(r.code, ci::exit_usage);
   EXPECT_NE(r.err.find("would overwrite the input"), std::string::npos) << r.err;
   EXPECT_EQ(std::filesystem::file_size(victim), png.size()); // untouched
-  // Same input, another directory: fine.
-  const run_result ok =
-      run({"--backend=cpu", "-q", dir.path().string(), "-o", (dir.path() / "out").string()});
+  // Same inputs, another directory: fine.
+  const run_result ok = run(
+      {"--backend=cpu", "-q", x.string(), victim.string(), "-o", (dir.path() / "out").string()});
   EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST(Program, WritingIntoTheInputDirectoryCanBeRepeated) {
+  // Regression: the second identical run took the first run's x.edges.png as an input and
+  // refused to run because its output would overwrite it.
+  ci::test::temp_dir dir("inplace");
+  const auto png = ci::encode_png(ci::make_synthetic(3, 0, 16, 16));
+  dir.write("x.png", std::string(png.begin(), png.end()));
+  for (int k = 0; k < 2; ++k) {
+    const run_result r =
+        run({"--backend=cpu", "-q", dir.path().string(), "-o", dir.path().string()});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("1 image in"), std::string::npos) << r.out; // not "1 images"
+    EXPECT_EQ(lines_of(dir.path() / "features.jsonl").size(), 1U);
+  }
+  EXPECT_EQ(count_files(dir.path(), ".edges.png"), 1);
 }
 
 TEST(Program, CudaBackendWithoutGpuIsAClearError) {
@@ -242,12 +188,115 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
 }
 
 TEST(Program, CoroDefaultsScaleWithTheThreads) {
-  EXPECT_EQ(ci::default_memory_budget(2), std::size_t{512} << 20);
-  EXPECT_EQ(ci::default_memory_budget(16), std::size_t{1536} << 20);
+  const std::uint64_t gib = std::uint64_t{1} << 30;
+  EXPECT_EQ(ci::default_memory_budget(2, 64 * gib), std::size_t{512} << 20);
+  EXPECT_EQ(ci::default_memory_budget(16, 64 * gib), std::size_t{1536} << 20);
+  EXPECT_EQ(ci::default_memory_budget(16, 0), std::size_t{1536} << 20); // unknown: no cap
+  // Regression: -t 1000 announced a 96,000 MiB budget on a 24 GiB machine.
+  EXPECT_EQ(ci::default_memory_budget(1000, 24 * gib), 12 * gib);
   EXPECT_EQ(ci::default_stream_count(2), 8U);
   EXPECT_EQ(ci::default_stream_count(16), 32U);
   EXPECT_EQ(ci::default_stream_count(128), 32U);
   // At 16 threads, about 4.5 one-megapixel images per thread fit on the GPU path.
   const std::size_t mp = std::size_t{1} << 20;
-  EXPECT_GE(ci::default_memory_budget(16) / ci::gpu_image_footprint(mp), 64U);
+  EXPECT_GE(ci::default_memory_budget(16, 64 * gib) / ci::gpu_image_footprint(mp), 64U);
+}
+
+TEST(Program, JpegInputsAndJpegEdgeImages) {
+  ci::test::temp_dir dir("jpeg");
+  const ci::image8 colour = ci::make_synthetic(3, 1, 40, 24);
+  const ci::image8 gray = ci::make_synthetic(3, 3, 40, 24);
+  ASSERT_EQ(colour.channels, 3);
+  ASSERT_EQ(gray.channels, 1);
+  const auto jpeg = ci::encode_jpeg(colour, 90);
+  const std::string good(jpeg.begin(), jpeg.end());
+  const auto png = ci::encode_png(gray);
+  dir.write("in/a_colour.jpg", good);
+  const auto g = ci::encode_jpeg(gray, 90);
+  dir.write("in/b_gray.jpeg", std::string(g.begin(), g.end()));
+  dir.write("in/c_really_png.jpg", std::string(png.begin(), png.end()));
+  dir.write("in/d_truncated.jpg", good.substr(0, good.size() / 2));
+  dir.write("in/e_corrupt.jpg", "\xff\xd8\xff\xe0 not a JPEG header at all");
+  const auto out = dir.path() / "out";
+  const run_result r = run({"--backend=cpu", "--progress=none", "--format", "jpeg", "--quality",
+                            "80", (dir.path() / "in").string(), "-o", out.string()});
+  EXPECT_EQ(r.code, ci::exit_some_failed) << r.err;
+  EXPECT_NE(r.out.find("3 ok, 2 failed"), std::string::npos) << r.out;
+  EXPECT_EQ(count_lines_containing(r.err, "d_truncated.jpg: corrupt JPEG: Premature end"), 1)
+      << r.err;
+  EXPECT_EQ(count_lines_containing(r.err, "e_corrupt.jpg: corrupt JPEG"), 1) << r.err;
+  EXPECT_EQ(count_files(out, ".edges.jpg"), 3);
+  EXPECT_EQ(count_files(out, ".edges.png"), 0);
+  const ci::image8 edges = ci::decode_file(out / "a_colour.edges.jpg", {});
+  EXPECT_EQ(edges.width, 40);
+  EXPECT_EQ(edges.height, 24);
+  EXPECT_EQ(edges.channels, 1);
+  EXPECT_EQ(lines_of(out / "features.jsonl").size(), 3U);
+}
+
+TEST(Program, UsageErrorsNameTheProgram) {
+  // Regression: CLI11's own message, "At Most 1 required but received 2", had no prefix.
+  const run_result r = run({"-o", "a", "-o", "b"});
+  EXPECT_EQ(r.code, ci::exit_usage);
+  EXPECT_EQ(r.err.rfind("cuawait-images: ", 0), 0U) << r.err;
+  EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
+  const run_result q = run({"--quality", "0"});
+  EXPECT_EQ(q.code, ci::exit_usage);
+  EXPECT_EQ(q.err.rfind("cuawait-images: ", 0), 0U) << q.err;
+}
+
+TEST(Program, MaxPixelsZeroMeansNoLimit) {
+  ci::test::temp_dir dir("maxpixels");
+  const auto png = ci::encode_png(ci::make_synthetic(3, 0, 20, 20));
+  const auto file = dir.write("a.png", std::string(png.begin(), png.end()));
+  const auto out = (dir.path() / "out").string();
+  const run_result none =
+      run({"--backend=cpu", "-q", "--max-pixels", "0", file.string(), "-o", out});
+  EXPECT_EQ(none.code, ci::exit_ok) << none.err;
+  const run_result small =
+      run({"--backend=cpu", "-q", "--max-pixels", "399", file.string(), "-o", out});
+  EXPECT_EQ(small.code, ci::exit_some_failed);
+  EXPECT_NE(small.err.find("image too large"), std::string::npos) << small.err;
+  // images/s counts the successful images only: none here.
+  EXPECT_NE(small.out.find("1 image in"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find(" 0.0 images/s"), std::string::npos) << small.out;
+}
+
+TEST(Program, SigintDuringSyntheticGenerationStopsWithNoOutput) {
+  // Regression: Ctrl-C was ignored for ~20 s while a large synthetic batch was generated.
+  ci::test::temp_dir dir("sigint");
+  const auto out = dir.path() / "out";
+  ci::install_stop_handlers();
+  ASSERT_EQ(std::raise(SIGINT), 0);
+  ASSERT_TRUE(ci::stop_flag().load());
+  // 4000 images of 512 x 512: gigabytes and many seconds to generate, were it not stopped.
+  const run_result r = run({"--backend=cpu", "-q", "--count", "4000", "--size", "512", "-o",
+                            out.string(), "--timeline", (dir.path() / "t.svg").string()});
+  ci::stop_flag().store(false);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  EXPECT_EQ(r.code, ci::exit_interrupted) << r.err;
+  EXPECT_NE(r.err.find("interrupted before the first image; nothing written"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "t.svg"));
+}
+
+TEST(Program, StopRequestEndsSyntheticGenerationAtOnce) {
+  const std::vector<ci::job> jobs = ci::synthetic_jobs(64);
+  ci::batch_config cfg;
+  cfg.threads = 2;
+  cfg.width = cfg.height = 64;
+  ci::trace_log log;
+  ci::progress_reporter progress(64, ci::progress_style::quiet);
+  std::atomic<bool> stop{true};
+  ci::batch stopped(cfg, jobs, log, progress, stop);
+  stopped.prepare_inputs();
+  EXPECT_EQ(stopped.generated_count(), 0U);
+  EXPECT_FALSE(stopped.inputs_prepared());
+  stop = false;
+  ci::batch running(cfg, jobs, log, progress, stop);
+  running.prepare_inputs();
+  EXPECT_EQ(running.generated_count(), 64U);
+  EXPECT_TRUE(running.inputs_prepared());
 }
