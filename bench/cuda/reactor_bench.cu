@@ -224,7 +224,8 @@ void latency(cu::strategy st, int iters, bool quick) {
 int main(int argc, char** argv) {
   bool quick = false;
   std::vector<cu::strategy> which = {cu::strategy::event_poll, cu::strategy::timeline,
-                                     cu::strategy::host_callback, cu::strategy::blocking_sync};
+                                     cu::strategy::stream_poll, cu::strategy::host_callback,
+                                     cu::strategy::blocking_sync};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;

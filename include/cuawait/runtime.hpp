@@ -35,8 +35,8 @@ struct runtime_options {
   //! Worker threads of the pool (at least 1).
   std::size_t threads = std::thread::hardware_concurrency();
   //! How GPU completions are detected. Unset: the strategy named by the environment
-  //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline) when it
-  //! is set, else `cuda::default_strategy`. A name it does not know is refused
+  //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline, stream_poll)
+  //! when it is set, else `cuda::default_strategy`. A name it does not know is refused
   //! (std::invalid_argument naming the variable) rather than silently ignored.
   std::optional<cuda::strategy> strategy{};
   //! How the reactor polls and parks (`reactor.start_thread` is set from

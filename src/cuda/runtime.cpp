@@ -22,7 +22,7 @@ cuda::strategy chosen_strategy(const std::optional<cuda::strategy>& asked) {
   }
   throw std::invalid_argument(std::string("CUAWAIT_STRATEGY=") + env +
                               ": not a completion strategy (event_poll, host_callback, "
-                              "blocking_sync, timeline)");
+                              "blocking_sync, timeline, stream_poll)");
 }
 } // namespace
 

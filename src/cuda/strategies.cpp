@@ -375,6 +375,48 @@ private:
   std::size_t m_used = 0;
 };
 
+// --- stream_poll -----------------------------------------------------------------------------
+//! No marker at all: the oldest wait of a stream is done when the stream is idle
+//! (`cudaStreamQuery`), which is exact when the awaited operation is the last one enqueued
+//! on the stream (the common case) and late, never early, otherwise. The per-thread default
+//! stream names another stream on the polling thread, and the legacy default stream one per
+//! device: awaits on those record an event instead.
+class stream_poll_source final : public gpu_completion_source {
+public:
+  void arm(cudaStream_t s, wait_node& w) override {
+    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) {
+      const cudaEvent_t e = m_events.acquire();
+      const cudaError_t r = cudaEventRecord(e, s);
+      if (r != cudaSuccess) {
+        m_events.release(e);
+        check(r, w.operation, "cudaEventRecord");
+      }
+      w.token = reinterpret_cast<std::uintptr_t>(e);
+      w.source_data = &g_owned_tag;
+      return;
+    }
+    w.token = 0;
+    w.source_data = &g_stream_tag;
+  }
+  completion_status query(const wait_node& w) noexcept override {
+    if (w.source_data == &g_stream_tag) {
+      return status_of(cudaStreamQuery(static_cast<cudaStream_t>(const_cast<void*>(w.lane_key))));
+    }
+    return query_event(w);
+  }
+  void retire(wait_node& w) noexcept override {
+    if (w.source_data == &g_owned_tag) {
+      m_events.release(reinterpret_cast<cudaEvent_t>(w.token));
+      w.source_data = nullptr;
+    }
+  }
+  strategy kind() const noexcept override { return strategy::stream_poll; }
+
+private:
+  static inline char g_stream_tag;
+  event_pool m_events;
+};
+
 } // namespace
 
 const char* to_string(strategy s) noexcept {
@@ -387,13 +429,15 @@ const char* to_string(strategy s) noexcept {
     return "blocking_sync";
   case strategy::timeline:
     return "timeline";
+  case strategy::stream_poll:
+    return "stream_poll";
   }
   return "?";
 }
 
 std::optional<strategy> parse_strategy(std::string_view name) noexcept {
   for (const strategy s : {strategy::event_poll, strategy::host_callback, strategy::blocking_sync,
-                           strategy::timeline}) {
+                           strategy::timeline, strategy::stream_poll}) {
     if (name == to_string(s)) {
       return s;
     }
@@ -411,6 +455,8 @@ std::unique_ptr<gpu_completion_source> make_completion_source(strategy s) {
     return std::make_unique<blocking_sync_source>();
   case strategy::timeline:
     return std::make_unique<timeline_source>();
+  case strategy::stream_poll:
+    return std::make_unique<stream_poll_source>();
   }
   throw std::invalid_argument("cuawait::cuda::make_completion_source: unknown strategy");
 }

@@ -245,7 +245,8 @@ TEST(OperationTest, OutOfMemoryThrowsCudaError) {
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, StrategyTest,
                          ::testing::Values(cu::strategy::event_poll, cu::strategy::host_callback,
-                                           cu::strategy::blocking_sync, cu::strategy::timeline),
+                                           cu::strategy::blocking_sync, cu::strategy::timeline,
+                                           cu::strategy::stream_poll),
                          [](const auto& info) { return std::string(cu::to_string(info.param)); });
 
 } // namespace

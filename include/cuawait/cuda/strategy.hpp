@@ -12,6 +12,8 @@
 //! | `host_callback` | `cudaLaunchHostFunc` setting a flag  | read the flag (callback wakes) |
 //! | `blocking_sync` | record a blocking-sync event; a      | read the flag (helper wakes)   |
 //! |                 | helper thread `cudaEventSynchronize`s |                                |
+//! | `stream_poll`   | none (an event on the default        | `cudaStreamQuery` of the lane  |
+//! |                 | streams)                             |                                |
 //! | `timeline`      | `cuStreamWriteValue64` of a per-     | read one pinned word: resolves |
 //! |                 | stream ticket into pinned memory     | every ticket <= its value      |
 //! |                 | (an event record while large copies  | (`cudaEventQuery` for those)   |
@@ -37,7 +39,7 @@ class completion_reactor;
 namespace cuawait::cuda {
 
 //! The completion strategies (see the file comment).
-enum class strategy { event_poll, host_callback, blocking_sync, timeline };
+enum class strategy { event_poll, host_callback, blocking_sync, timeline, stream_poll };
 
 //! The strategy used when none is asked for, chosen by measurement on the H200 machine
 //! (docs/REACTOR_BENCH.md): `timeline` matched raw `cudaEventQuery` spinning in latency and
@@ -45,7 +47,7 @@ enum class strategy { event_poll, host_callback, blocking_sync, timeline };
 //! `cuStreamWriteValue64`, a reactor asked for the default falls back to `event_poll`.
 inline constexpr strategy default_strategy = strategy::timeline;
 
-//! "event_poll", "host_callback", "blocking_sync", "timeline".
+//! "event_poll", "host_callback", "blocking_sync", "timeline", "stream_poll".
 [[nodiscard]] const char* to_string(strategy s) noexcept;
 //! The strategy named `name` (as `to_string` writes it), or nothing.
 [[nodiscard]] std::optional<strategy> parse_strategy(std::string_view name) noexcept;
