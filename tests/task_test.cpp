@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace ca = cuawait;
 using ca::test::counted;
@@ -101,6 +103,17 @@ TEST(Task, MoveOnlyResult) {
     co_return *p;
   };
   EXPECT_EQ(ca::sync_wait(outer()), 9);
+}
+
+// Issue 9: return_value had no default template argument, so a braced list could not deduce.
+TEST(Task, CoReturnOfABracedInitList) {
+  auto pair = []() -> ca::task<std::pair<int, int>> { co_return {1, 2}; };
+  EXPECT_EQ(ca::sync_wait(pair()), std::make_pair(1, 2));
+  auto list = []() -> ca::task<std::vector<int>> { co_return {1, 2, 3}; };
+  EXPECT_EQ(ca::sync_wait(list()), (std::vector<int>{1, 2, 3}));
+  int x = 0;
+  auto ref = [&]() -> ca::task<int&> { co_return {x}; };
+  EXPECT_EQ(&ca::sync_wait(ref()), &x);
 }
 
 TEST(Task, LvalueAwaitYieldsReferenceToStoredResult) {

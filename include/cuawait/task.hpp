@@ -77,7 +77,8 @@ public:
 
   task<T> get_return_object() noexcept;
 
-  template <class U>
+  //! `co_return v;`. The default argument lets a braced list deduce: `co_return {a, b};`.
+  template <class U = T>
   requires std::is_constructible_v<T, U&&>
   void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     ::new (static_cast<void*>(std::addressof(m_value))) T(std::forward<U>(v));

@@ -82,7 +82,7 @@ class when_all_promise final : public when_all_promise_base<State> {
 public:
   when_all_task<R, State> get_return_object() noexcept;
 
-  template <class U>
+  template <class U = R>
   void return_value(U&& v) {
     m_value.emplace(std::forward<U>(v));
   }
