@@ -4,6 +4,7 @@
 #include <cuawait/thread_pool.hpp>
 #include <cuawait/when_all.hpp>
 
+#include "common/copy_only.hpp"
 #include "common/counted.hpp"
 #include "common/gate.hpp"
 #include "common/thread_resumer.hpp"
@@ -19,9 +20,11 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ca = cuawait;
+using ca::test::copy_only;
 using ca::test::counted;
 using ca::test::gate;
 using ca::test::thread_resumer;
@@ -187,6 +190,24 @@ TEST(WhenAll, ResultsAreMovedNeverCopied) {
   }
   EXPECT_EQ(counted::copies.load(), 0);
   EXPECT_EQ(counted::alive(), 0);
+}
+
+// Issue 9: a child result whose move constructor is deleted is copied into the result.
+// (Awaited in a task: libstdc++'s std::tuple of such a type cannot be moved, which
+// sync_wait would do.)
+TEST(WhenAll, CopyOnlyResults) {
+  auto make = [](int v) -> ca::task<copy_only> { co_return {v}; };
+  auto pair = [&]() -> ca::task<int> {
+    auto [a, b] = co_await ca::when_all(make(1), make(2));
+    co_return a.value + b.value;
+  };
+  EXPECT_EQ(ca::sync_wait(pair()), 3);
+  std::vector<ca::task<copy_only>> tasks;
+  tasks.push_back(make(3));
+  tasks.push_back(make(4));
+  auto v = ca::sync_wait(ca::when_all(std::move(tasks)));
+  ASSERT_EQ(v.size(), 2U);
+  EXPECT_EQ(v[0].value + v[1].value, 7);
 }
 
 TEST(WhenAll, UnawaitedWhenAllFreesItsChildren) {
