@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cuawait/async_event.hpp>
+#include <cuawait/async_latch.hpp>
+#include <cuawait/async_mutex.hpp>
+#include <cuawait/async_semaphore.hpp>
+#include <cuawait/channel.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
@@ -190,6 +195,32 @@ TEST(WhenAll, ResultsAreMovedNeverCopied) {
   }
   EXPECT_EQ(counted::copies.load(), 0);
   EXPECT_EQ(counted::alive(), 0);
+}
+
+// Issue 9: an rvalue child is moved into the combinator, so the concept refuses the
+// primitives' awaiters, which cannot move (tests/compile_fail checks the diagnostic). An
+// lvalue child is referenced and stays accepted.
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::lock_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_semaphore::acquire_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_event::wait_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_latch::wait_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::channel<int>::send_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::channel<int>::receive_awaiter>);
+static_assert(!ca::concepts::combinator_child_range<std::vector<ca::async_event::wait_awaiter>>);
+static_assert(ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter&>);
+static_assert(ca::concepts::combinator_child<ca::task<int>>);
+
+TEST(WhenAll, NonMovableAwaitableAsAnLvalueChild) {
+  ca::async_mutex mutex;
+  auto body = [&]() -> ca::task<bool> {
+    auto lock = mutex.scoped_lock();
+    auto [guard, v] = co_await ca::when_all(lock, value_of(1));
+    co_return !mutex.try_lock() && v == 1;
+  };
+  EXPECT_TRUE(ca::sync_wait(body()));
+  EXPECT_TRUE(mutex.try_lock()); // the guard released it
+  mutex.unlock();
 }
 
 // Issue 9: a child result whose move constructor is deleted is copied into the result.

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cuawait/async_mutex.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
@@ -202,6 +203,9 @@ TEST(WhenAny, CopyOnlyResults) {
   EXPECT_EQ(v.index, 0U);
   EXPECT_EQ(v.value.value, 3);
 }
+
+// Issue 9: as for when_all, the concept refuses a non-movable rvalue child.
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
 
 TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {
   thread_resumer pool(4);
