@@ -3,6 +3,7 @@
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
 
+#include "common/copy_only.hpp"
 #include "common/counted.hpp"
 #include "common/detached.hpp"
 #include "common/job.hpp"
@@ -84,6 +85,23 @@ TEST(RunLoop, RunAwaitableReturnsValueAndReference) {
   auto ref = [&]() -> ca::task<int&> { co_return x; };
   int& r = loop.run(ref());
   EXPECT_EQ(&r, &x);
+}
+
+// Issue 9 (as sync_wait): the result is moved only out of the task, and a copy-only result
+// is copied instead of rejected.
+TEST(RunLoop, RunAwaitableMovesTheResultOnlyOutOfTheTask) {
+  counted::reset();
+  {
+    ca::run_loop loop;
+    auto make = []() -> ca::task<counted> { co_return counted{5}; };
+    const counted c = loop.run(make());
+    EXPECT_EQ(c.id, 5);
+    EXPECT_EQ(counted::copies, 0);
+    EXPECT_EQ(counted::moves, 2); // into the task's promise, out into run's result
+    auto copy = []() -> ca::task<ca::test::copy_only> { co_return {6}; };
+    EXPECT_EQ(loop.run(copy()).value, 6);
+  }
+  EXPECT_EQ(counted::alive(), 0);
 }
 
 TEST(RunLoop, RunAwaitableRethrows) {

@@ -2,14 +2,21 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/copy_only.hpp"
+#include "common/counted.hpp"
+
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <coroutine>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ca = cuawait;
+using ca::test::copy_only;
+using ca::test::counted;
 
 namespace {
 
@@ -40,6 +47,53 @@ TEST(SyncWait, ReturnsLvalueReferenceForReferenceResult) {
   auto t = [&]() -> ca::task<std::string&> { co_return s; };
   std::string& r = ca::sync_wait(t());
   EXPECT_EQ(&r, &s);
+}
+
+// Issue 9: sync_wait moved an rvalue result three times (into its own promise, then out);
+// cppcoro and libcoro move it twice.
+TEST(SyncWait, MovesATasksResultOnlyOutOfTheTask) {
+  counted::reset();
+  {
+    auto make = []() -> ca::task<counted> { co_return counted{3}; };
+    const counted c = ca::sync_wait(make());
+    EXPECT_EQ(c.id, 3);
+    EXPECT_EQ(counted::copies, 0);
+    EXPECT_EQ(counted::moves, 2); // into the task's promise, out into sync_wait's result
+  }
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+// A plain awaiter that yields its result by value.
+struct yields_counted {
+  int id;
+  bool await_ready() const noexcept { return true; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  counted await_resume() const { return counted{id}; }
+};
+
+TEST(SyncWait, MovesAPrvalueResultOnce) {
+  counted::reset();
+  {
+    const counted c = ca::sync_wait(yields_counted{8});
+    EXPECT_EQ(c.id, 8);
+    EXPECT_EQ(counted::copies, 0);
+    EXPECT_EQ(counted::moves, 1);
+  }
+  EXPECT_EQ(counted::alive(), 0);
+}
+
+struct yields_copy_only {
+  int value;
+  bool await_ready() const noexcept { return true; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  copy_only await_resume() const { return copy_only{value}; }
+};
+
+// Issue 9: a result whose move constructor is deleted is copied out instead of rejected.
+TEST(SyncWait, CopyOnlyResult) {
+  EXPECT_EQ(ca::sync_wait(yields_copy_only{6}).value, 6);
+  auto make = []() -> ca::task<copy_only> { co_return copy_only{7}; };
+  EXPECT_EQ(ca::sync_wait(make()).value, 7);
 }
 
 TEST(SyncWait, RethrowsTheAwaitablesException) {

@@ -2,6 +2,7 @@
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
+#include "common/copy_only.hpp"
 #include "common/counted.hpp"
 
 #include <gtest/gtest.h>
@@ -10,8 +11,11 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace ca = cuawait;
+using ca::test::copy_only;
 using ca::test::counted;
 
 namespace {
@@ -101,6 +105,37 @@ TEST(Task, MoveOnlyResult) {
     co_return *p;
   };
   EXPECT_EQ(ca::sync_wait(outer()), 9);
+}
+
+// Issue 9: return_value had no default template argument, so a braced list could not deduce.
+TEST(Task, CoReturnOfABracedInitList) {
+  auto pair = []() -> ca::task<std::pair<int, int>> { co_return {1, 2}; };
+  EXPECT_EQ(ca::sync_wait(pair()), std::make_pair(1, 2));
+  auto list = []() -> ca::task<std::vector<int>> { co_return {1, 2, 3}; };
+  EXPECT_EQ(ca::sync_wait(list()), (std::vector<int>{1, 2, 3}));
+  int x = 0;
+  auto ref = [&]() -> ca::task<int&> { co_return {x}; };
+  EXPECT_EQ(&ca::sync_wait(ref()), &x);
+}
+
+// Issue 9: a result whose move constructor is deleted is copied where it would be moved.
+TEST(Task, CopyOnlyResultIsCopied) {
+  auto make = []() -> ca::task<copy_only> { co_return copy_only{4}; };
+  auto named = []() -> ca::task<copy_only> {
+    const copy_only c{5};
+    co_return c;
+  };
+  auto braced = []() -> ca::task<copy_only> { co_return {6}; };
+  auto outer = [&]() -> ca::task<int> {
+    const copy_only a = co_await make(); // rvalue await: a copy
+    auto t = named();
+    const copy_only& b = co_await t; // lvalue await: the stored result
+    const copy_only& again = co_await t;
+    EXPECT_EQ(&b, &again);
+    co_return a.value + b.value + (co_await braced()).value;
+  };
+  EXPECT_EQ(ca::sync_wait(outer()), 15);
+  EXPECT_EQ(ca::sync_wait(make()).value, 4);
 }
 
 TEST(Task, LvalueAwaitYieldsReferenceToStoredResult) {

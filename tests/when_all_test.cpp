@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cuawait/async_event.hpp>
+#include <cuawait/async_latch.hpp>
+#include <cuawait/async_mutex.hpp>
+#include <cuawait/async_semaphore.hpp>
+#include <cuawait/channel.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
 #include <cuawait/when_all.hpp>
 
+#include "common/copy_only.hpp"
 #include "common/counted.hpp"
 #include "common/gate.hpp"
 #include "common/thread_resumer.hpp"
@@ -19,9 +25,11 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ca = cuawait;
+using ca::test::copy_only;
 using ca::test::counted;
 using ca::test::gate;
 using ca::test::thread_resumer;
@@ -187,6 +195,50 @@ TEST(WhenAll, ResultsAreMovedNeverCopied) {
   }
   EXPECT_EQ(counted::copies.load(), 0);
   EXPECT_EQ(counted::alive(), 0);
+}
+
+// Issue 9: an rvalue child is moved into the combinator, so the concept refuses the
+// primitives' awaiters, which cannot move (tests/compile_fail checks the diagnostic). An
+// lvalue child is referenced and stays accepted.
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::lock_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_semaphore::acquire_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_event::wait_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::async_latch::wait_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::channel<int>::send_awaiter>);
+static_assert(!ca::concepts::combinator_child<ca::channel<int>::receive_awaiter>);
+static_assert(!ca::concepts::combinator_child_range<std::vector<ca::async_event::wait_awaiter>>);
+static_assert(ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter&>);
+static_assert(ca::concepts::combinator_child<ca::task<int>>);
+
+TEST(WhenAll, NonMovableAwaitableAsAnLvalueChild) {
+  ca::async_mutex mutex;
+  auto body = [&]() -> ca::task<bool> {
+    auto lock = mutex.scoped_lock();
+    auto [guard, v] = co_await ca::when_all(lock, value_of(1));
+    co_return !mutex.try_lock() && v == 1;
+  };
+  EXPECT_TRUE(ca::sync_wait(body()));
+  EXPECT_TRUE(mutex.try_lock()); // the guard released it
+  mutex.unlock();
+}
+
+// Issue 9: a child result whose move constructor is deleted is copied into the result.
+// (Awaited in a task: libstdc++'s std::tuple of such a type cannot be moved, which
+// sync_wait would do.)
+TEST(WhenAll, CopyOnlyResults) {
+  auto make = [](int v) -> ca::task<copy_only> { co_return {v}; };
+  auto pair = [&]() -> ca::task<int> {
+    auto [a, b] = co_await ca::when_all(make(1), make(2));
+    co_return a.value + b.value;
+  };
+  EXPECT_EQ(ca::sync_wait(pair()), 3);
+  std::vector<ca::task<copy_only>> tasks;
+  tasks.push_back(make(3));
+  tasks.push_back(make(4));
+  auto v = ca::sync_wait(ca::when_all(std::move(tasks)));
+  ASSERT_EQ(v.size(), 2U);
+  EXPECT_EQ(v[0].value + v[1].value, 7);
 }
 
 TEST(WhenAll, UnawaitedWhenAllFreesItsChildren) {

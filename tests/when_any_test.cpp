@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cuawait/async_mutex.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
 #include <cuawait/when_any.hpp>
 
+#include "common/copy_only.hpp"
 #include "common/counted.hpp"
 #include "common/gate.hpp"
 #include "common/thread_resumer.hpp"
@@ -187,6 +189,23 @@ TEST(WhenAny, ResultsAreMovedNeverCopiedAndNothingLeaks) {
   EXPECT_EQ(counted::copies.load(), 0);
   EXPECT_EQ(counted::alive(), 0);
 }
+
+// Issue 9: a winner's result whose move constructor is deleted is copied into the result.
+TEST(WhenAny, CopyOnlyResults) {
+  auto make = [](int v) -> ca::task<ca::test::copy_only> { co_return {v}; };
+  auto r = ca::sync_wait(ca::when_any(make(1), make(2)));
+  EXPECT_EQ(r.index, 0U);
+  EXPECT_EQ(std::get<0>(r.value).value, 1);
+  std::vector<ca::task<ca::test::copy_only>> tasks;
+  tasks.push_back(make(3));
+  tasks.push_back(make(4));
+  auto v = ca::sync_wait(ca::when_any(std::move(tasks)));
+  EXPECT_EQ(v.index, 0U);
+  EXPECT_EQ(v.value.value, 3);
+}
+
+// Issue 9: as for when_all, the concept refuses a non-movable rvalue child.
+static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
 
 TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {
   thread_resumer pool(4);

@@ -5,6 +5,7 @@
 //! `run_loop`: a single-threaded executor driven by the thread that calls `run()`.
 
 #include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/detail/move_or_copy.hpp"
 #include "cuawait/detail/pool_queue.hpp"
 #include "cuawait/executor.hpp"
 
@@ -15,7 +16,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -150,19 +150,19 @@ public:
     void unhandled_exception() noexcept { exception = std::current_exception(); }
   };
 
+  //! Keeps the address of the result, which the coroutine yields and stays suspended on
+  //! (as sync_wait does): a temporary result lives in the frame, never moved into here.
   struct value_promise : promise_base {
-    std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>> value{};
+    std::add_pointer_t<R> value = nullptr;
     loop_driver get_return_object() noexcept {
       return loop_driver{std::coroutine_handle<value_promise>::from_promise(*this)};
     }
-    template <class U>
-    void return_value(U&& v) {
-      if constexpr (std::is_reference_v<R>) {
-        value = std::addressof(v);
-      } else {
-        value.emplace(std::forward<U>(v));
-      }
+    final_awaiter yield_value(R&& v) noexcept {
+      value = std::addressof(v);
+      return {};
     }
+    //! Never reached: the coroutine is destroyed at its `co_yield`.
+    void return_void() const noexcept {}
   };
 
   struct void_promise : promise_base {
@@ -196,7 +196,7 @@ public:
     if constexpr (std::is_reference_v<R>) {
       return static_cast<R>(*p.value);
     } else if constexpr (!std::is_void_v<R>) {
-      return std::move(*p.value);
+      return move_or_copy(*p.value);
     }
   }
 
@@ -209,7 +209,7 @@ loop_driver<R> make_loop_driver(A&& awaitable) {
   if constexpr (std::is_void_v<R>) {
     co_await static_cast<A&&>(awaitable);
   } else {
-    co_return co_await static_cast<A&&>(awaitable);
+    co_yield co_await static_cast<A&&>(awaitable);
   }
 }
 

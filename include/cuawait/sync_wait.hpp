@@ -6,6 +6,7 @@
 //! code, blocking the calling thread until it completes.
 
 #include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/detail/move_or_copy.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
 #include <condition_variable>
@@ -13,7 +14,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -73,29 +73,31 @@ private:
   std::exception_ptr m_exception;
 };
 
-//! The promise's result storage: a value, or a pointer for a reference result.
+//! The promise's result: the address of what the awaitable yielded. The coroutine yields
+//! it (`co_yield co_await awaitable`) and stays suspended there, so a temporary result
+//! lives in its frame until `result()` has taken it, and is never moved into the promise.
 template <class R>
 class sync_wait_promise : public sync_wait_promise_base {
 public:
-  template <class U>
-  void return_value(U&& v) {
-    if constexpr (std::is_reference_v<R>) {
-      m_value = std::addressof(v);
-    } else {
-      m_value.emplace(std::forward<U>(v));
-    }
+  //! Keeps the result's address and ends the wait, like reaching the final suspension.
+  auto yield_value(R&& v) noexcept {
+    m_value = std::addressof(v);
+    return final_suspend();
   }
-  //! The stored result, moved out (or the reference); call once, after a normal return.
+  //! Never reached: the coroutine is destroyed at its `co_yield`.
+  void return_void() const noexcept {}
+  //! The result, moved out (copied when copy-only), or the reference; call once, after a
+  //! normal return.
   R result() {
     if constexpr (std::is_reference_v<R>) {
       return static_cast<R>(*m_value);
     } else {
-      return std::move(*m_value);
+      return move_or_copy(*m_value);
     }
   }
 
 private:
-  std::conditional_t<std::is_reference_v<R>, std::add_pointer_t<R>, std::optional<R>> m_value{};
+  std::add_pointer_t<R> m_value = nullptr;
 };
 
 //! No result to store.
@@ -142,7 +144,7 @@ sync_wait_task<R> make_sync_wait_task(A&& awaitable) {
   if constexpr (std::is_void_v<R>) {
     co_await static_cast<A&&>(awaitable);
   } else {
-    co_return co_await static_cast<A&&>(awaitable);
+    co_yield co_await static_cast<A&&>(awaitable);
   }
 }
 

@@ -5,6 +5,7 @@
 //! `task<T>`: a lazy, move-only coroutine that produces a `T` (or `void`, or a `T&`) for
 //! the one coroutine that awaits it.
 
+#include "cuawait/detail/move_or_copy.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
 #include <cassert>
@@ -77,10 +78,17 @@ public:
 
   task<T> get_return_object() noexcept;
 
-  template <class U>
+  //! `co_return v;`. The default argument lets a braced list deduce: `co_return {a, b};`.
+  template <class U = T>
   requires std::is_constructible_v<T, U&&>
   void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     ::new (static_cast<void*>(std::addressof(m_value))) T(std::forward<U>(v));
+    m_state = state::value;
+  }
+  //! `co_return v;` for a copy-only `T` (move constructor deleted), which cannot be
+  //! constructed from the rvalue the overload above takes: `v` is copied.
+  void return_value(const T& v) requires(!std::is_move_constructible_v<T>) {
+    ::new (static_cast<void*>(std::addressof(m_value))) T(v);
     m_state = state::value;
   }
   void unhandled_exception() noexcept {
@@ -93,9 +101,9 @@ public:
     rethrow_if_exception();
     return m_value;
   }
-  T&& result() && {
+  moved_result_t<T> result() && {
     rethrow_if_exception();
-    return std::move(m_value);
+    return move_or_copy(m_value);
   }
 
 private:
@@ -202,7 +210,8 @@ private:
 //! it ran; destroying one while it is suspended mid-body is allowed only when nothing
 //! will resume it (see the CUDA layer's withdrawal rules).
 //!
-//! Awaiting an rvalue task yields `T` (moved out); awaiting an lvalue yields `T&`.
+//! Awaiting an rvalue task yields `T` (moved out; copied when `T`'s move constructor is
+//! deleted); awaiting an lvalue yields `T&`.
 //! A task inherits the stop token of the coroutine that awaits it; read it with
 //! `co_await cuawait::get_stop_token()`.
 template <class T>

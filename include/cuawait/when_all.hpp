@@ -14,18 +14,33 @@
 #include "cuawait/detail/when_all_result.hpp"
 #include "cuawait/detail/when_all_task.hpp"
 
+#include <concepts>
+#include <coroutine>
 #include <iterator>
 #include <ranges>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+namespace cuawait::detail {
+
+//! An lvalue child is referenced; an rvalue child is moved into its wrapper coroutine.
+template <class A>
+concept holdable_child = std::is_lvalue_reference_v<A> || requires {
+  requires std::constructible_from<child_param_t<A>, A>;
+  requires std::move_constructible<child_param_t<A>>;
+};
+
+} // namespace cuawait::detail
+
 namespace cuawait::concepts {
 
 //! Something a combinator can take as a child: awaitable as it will be held (an lvalue by
-//! reference, an rvalue by value).
+//! reference, an rvalue by value), so an rvalue child must be movable. The awaiters of the
+//! async primitives (`lock()`, `acquire()`, `wait()`, `send()`, `receive()`) are not:
+//! await one in a task and pass the task, or pass it as an lvalue.
 template <class A>
-concept combinator_child = awaitable<detail::child_param_t<A> &&>;
+concept combinator_child = detail::holdable_child<A> && awaitable<detail::child_param_t<A> &&>;
 
 //! A range whose elements a combinator can take as children (see `when_all(range)`).
 template <class Range>
@@ -60,6 +75,15 @@ std::vector<when_all_task<R, State>> wrap_range(Range&& range) {
   return children;
 }
 
+//! Arguments that would all be children but for an rvalue that cannot be moved: they select
+//! the overloads that only explain the error (see `when_all` and `when_any`).
+template <class... As>
+concept has_unmovable_child = (concepts::awaitable<child_param_t<As>&&> && ...) &&
+                              !(concepts::combinator_child<As> && ...);
+
+template <class...>
+inline constexpr bool dependent_false = false;
+
 } // namespace cuawait::detail
 
 namespace cuawait {
@@ -82,6 +106,17 @@ template <concepts::combinator_child... As>
   return detail::when_all_tuple_awaitable<detail::wrapped_result_t<As>...>(
       detail::make_when_all_task<detail::wrapped_result_t<As>, detail::when_all_state,
                                  detail::child_param_t<As>>(static_cast<As&&>(awaitables))...);
+}
+
+//! Not callable: selected when a child is an awaitable that cannot be moved, so that the
+//! error names the problem instead of failing inside the combinator. (It returns an
+//! awaitable only so that `co_await` adds no second error.)
+template <class... As>
+requires detail::has_unmovable_child<As...> std::suspend_never when_all(As&&...) {
+  static_assert(detail::dependent_false<As...>,
+                "when_all/when_any children must be movable awaitables: an rvalue child is moved "
+                "into the combinator; wrap it in a task (or pass it as an lvalue)");
+  return {};
 }
 
 //! Awaits every element of `range` concurrently (as the variadic form does) and yields a

@@ -32,6 +32,7 @@
 #include "cuawait/detail/when_any_awaitable.hpp"
 #include "cuawait/when_all.hpp"
 
+#include <coroutine>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -58,6 +59,17 @@ requires(sizeof...(As) > 0) [[nodiscard]] auto when_any(As&&... awaitables) {
   return detail::when_any_tuple_awaitable<detail::wrapped_result_t<As>...>(
       detail::make_when_all_task<detail::wrapped_result_t<As>, detail::when_any_state,
                                  detail::child_param_t<As>>(static_cast<As&&>(awaitables))...);
+}
+
+//! Not callable: selected when a child is an awaitable that cannot be moved, so that the
+//! error names the problem instead of failing inside the combinator. (It returns an
+//! awaitable only so that `co_await` adds no second error.)
+template <class... As>
+requires detail::has_unmovable_child<As...> std::suspend_never when_any(As&&...) {
+  static_assert(detail::dependent_false<As...>,
+                "when_all/when_any children must be movable awaitables: an rvalue child is moved "
+                "into the combinator; wrap it in a task (or pass it as an lvalue)");
+  return {};
 }
 
 //! Awaits every element of `range` concurrently and yields `when_any_result<T>` (`T` the

@@ -12,6 +12,7 @@
 //! `child_done` returns what the finished wrapper transfers to (the awaiting coroutine when
 //! it was the last child, else `noop_coroutine()`).
 
+#include "cuawait/detail/move_or_copy.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/detail/when_all_result.hpp"
 
@@ -82,14 +83,20 @@ class when_all_promise final : public when_all_promise_base<State> {
 public:
   when_all_task<R, State> get_return_object() noexcept;
 
-  template <class U>
+  template <class U = R>
   void return_value(U&& v) {
-    m_value.emplace(std::forward<U>(v));
+    // (void): libstdc++'s emplace is [[nodiscard]] under nvcc
+    if constexpr (std::is_constructible_v<R, U&&>) {
+      (void)m_value.emplace(std::forward<U>(v));
+    } else { // a copy-only R (move constructor deleted)
+      (void)m_value.emplace(v);
+    }
   }
-  //! The child's result, moved out (or its exception, rethrown).
-  R&& result() {
+  //! The child's result, moved out, or as an lvalue to copy from when `R` is copy-only
+  //! (or its exception, rethrown).
+  auto&& result() {
     this->rethrow_if_failed();
-    return std::move(*m_value);
+    return move_or_copy(*m_value);
   }
 
 private:
