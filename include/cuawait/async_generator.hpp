@@ -101,6 +101,7 @@ public:
     reference operator*() const noexcept {
       return static_cast<reference>(*m_handle.promise().value());
     }
+    //! The current element's address; precondition: not the end iterator.
     pointer operator->() const noexcept { return m_handle.promise().value(); }
 
     //! Awaiter of `++it`: yields the iterator, advanced (equal to `end()` at the end).
@@ -123,6 +124,7 @@ public:
     //! `co_await ++it` runs the generator to its next element.
     [[nodiscard]] increment_awaiter operator++() noexcept { return increment_awaiter{*this}; }
 
+    //! Equal when both are the end, or both at the current element of one generator.
     friend bool operator==(const iterator&, const iterator&) noexcept = default;
 
   private:
@@ -143,6 +145,7 @@ public:
 
   //! An empty generator (advancing it throws `std::logic_error`).
   async_generator() noexcept = default;
+  //! Takes ownership of the coroutine `h` (as `get_return_object` hands it out).
   explicit async_generator(std::coroutine_handle<promise_type> h) noexcept : m_handle(h) {}
   async_generator(async_generator&& other) noexcept : m_handle(std::exchange(other.m_handle, {})) {}
   async_generator& operator=(async_generator&& other) noexcept {
