@@ -5,6 +5,7 @@
 //! Umbrella header of the CUDA-free core. Never includes a CUDA header.
 
 #include "cuawait/async_event.hpp"
+#include "cuawait/async_generator.hpp"
 #include "cuawait/async_latch.hpp"
 #include "cuawait/async_mutex.hpp"
 #include "cuawait/async_scope.hpp"
@@ -18,10 +19,12 @@
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/result.hpp"
 #include "cuawait/run_loop.hpp"
+#include "cuawait/shared_task.hpp"
 #include "cuawait/sync_wait.hpp"
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"
 #include "cuawait/timer.hpp"
 #include "cuawait/version.hpp"
 #include "cuawait/when_all.hpp"
+#include "cuawait/when_all_ready.hpp"
 #include "cuawait/when_any.hpp"

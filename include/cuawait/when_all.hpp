@@ -57,22 +57,31 @@ using range_child_t =
     std::conditional_t<std::is_lvalue_reference_v<Range>, std::ranges::range_reference_t<Range>,
                        std::ranges::range_rvalue_reference_t<Range>>;
 
-//! One wrapper coroutine per element, in order; elements of an rvalue range are moved in.
-template <class R, class State, class Range>
-std::vector<when_all_task<R, State>> wrap_range(Range&& range) {
-  using param_t = child_param_t<range_child_t<Range>>;
+//! One wrapper coroutine per element, in order, made by `wrap(element)`: an element of an
+//! lvalue range is passed as an lvalue, one of an rvalue range is moved out of it.
+template <class R, class State, class Range, class Wrap>
+std::vector<when_all_task<R, State>> wrap_range_with(Range&& range, Wrap wrap) {
   std::vector<when_all_task<R, State>> children;
   if constexpr (std::ranges::sized_range<Range>) {
     children.reserve(static_cast<std::size_t>(std::ranges::size(range)));
   }
   for (auto it = std::ranges::begin(range); it != std::ranges::end(range); ++it) {
     if constexpr (std::is_lvalue_reference_v<Range>) {
-      children.push_back(make_when_all_task<R, State, param_t>(*it));
+      children.push_back(wrap(*it));
     } else {
-      children.push_back(make_when_all_task<R, State, param_t>(std::ranges::iter_move(it)));
+      children.push_back(wrap(std::ranges::iter_move(it)));
     }
   }
   return children;
+}
+
+//! One `make_when_all_task` wrapper per element (see `wrap_range_with`).
+template <class R, class State, class Range>
+std::vector<when_all_task<R, State>> wrap_range(Range&& range) {
+  using param_t = child_param_t<range_child_t<Range>>;
+  return wrap_range_with<R, State>(static_cast<Range&&>(range), [](auto&& child) {
+    return make_when_all_task<R, State, param_t>(static_cast<decltype(child)&&>(child));
+  });
 }
 
 //! Arguments that would all be children but for an rvalue that cannot be moved: they select
