@@ -3,6 +3,7 @@
 
 #include "codec.hpp"
 #include "exif.hpp"
+#include "jpeg_cut.hpp"
 #include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -217,7 +218,7 @@ TEST(Jpeg, CorruptAndTruncatedFilesAreErrorsNotWarnings) {
   const bytes_t jpeg = ci::encode_jpeg(smooth(40, 40, 3), 90);
   // Truncated inside the entropy-coded data: libjpeg only warns ("Premature end of JPEG
   // file") and pads with grey; here it is an error.
-  const std::string cut = reason_for(bytes_t(jpeg.begin(), jpeg.begin() + jpeg.size() * 2 / 3));
+  const std::string cut = reason_for(ci::test::cut_inside_scan(jpeg));
   EXPECT_EQ(cut, "corrupt JPEG: Premature end of JPEG file");
   // Truncated inside the header.
   EXPECT_EQ(reason_for(bytes_t(jpeg.begin(), jpeg.begin() + 30)).rfind("corrupt JPEG: ", 0), 0U);
