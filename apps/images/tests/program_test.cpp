@@ -223,8 +223,7 @@ TEST(Program, JpegInputsAndJpegEdgeImages) {
                             "80", (dir.path() / "in").string(), "-o", out.string()});
   EXPECT_EQ(r.code, ci::exit_some_failed) << r.err;
   EXPECT_NE(r.out.find("3 ok, 2 failed"), std::string::npos) << r.out;
-  EXPECT_EQ(count_lines_containing(r.err, "d_truncated.jpg: corrupt JPEG: Premature end"), 1)
-      << r.err;
+  EXPECT_EQ(count_lines_containing(r.err, "d_truncated.jpg: corrupt JPEG: "), 1) << r.err;
   EXPECT_EQ(count_lines_containing(r.err, "e_corrupt.jpg: corrupt JPEG"), 1) << r.err;
   EXPECT_EQ(count_files(out, ".edges.jpg"), 3);
   EXPECT_EQ(count_files(out, ".edges.png"), 0);
