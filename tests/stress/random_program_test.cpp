@@ -210,7 +210,8 @@ TEST(RandomProgramModel, TheCheckerRejectsAWrongValue) {
   EXPECT_FALSE(check(p, r).empty());
 }
 
-// Found by the random programs (CUAWAIT_STRESS_KNOWN_BUGS=1, seed 18477 under ASan,): a
+// Found by the random programs (CUAWAIT_STRESS_KNOWN_BUGS=1, seed 18477 under ASan,
+// timing-dependent): a
 // stop request forwarded into a when_any (when_any_stop_forwarder::forward ->
 // when_any_state::request_stop -> m_source.request_stop()) runs the children's stop
 // callbacks inline; when they finish every child there, the last child_done() resumes
