@@ -19,6 +19,7 @@
 #include "modes.hpp"
 #include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
+#include "trace_scope.hpp"
 
 #include <cuawait/cuda/arena.hpp>
 #include <cuawait/cuda/batcher.hpp>

@@ -22,6 +22,7 @@
 #include "modes.hpp"
 #include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
+#include "trace_scope.hpp"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
