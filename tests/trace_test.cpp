@@ -228,6 +228,27 @@ TEST(TraceRecorder, PoolPollingTheReactorOneTrackPerThreadAndPerLane) {
   EXPECT_EQ(p.trace.recorder.dropped(), 0u);
 }
 
+// A trace written while threads record holds a prefix of their events and is well formed.
+TEST(TraceRecorder, WritesWhileRecording) {
+  polled_pool p(3);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, written{0};
+  std::thread writer([&] {
+    while (!stop.load()) {
+      if (!ca::tools::check_trace(json_of(p.trace.recorder)).ok()) {
+        bad.fetch_add(1);
+      }
+      written.fetch_add(1);
+    }
+  });
+  (void)run_on_pool(p, 40, 10, 4);
+  stop = true;
+  writer.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(written.load(), 0);
+  EXPECT_TRUE(ca::tools::check_trace(json_of(p.trace.recorder)).ok());
+}
+
 TEST(TraceRecorder, SamplingKeepsWholeWaits) {
   polled_pool p(2, ca::trace_options{.sample_every = 4});
   (void)run_on_pool(p, 32, 8, 2);
