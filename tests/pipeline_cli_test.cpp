@@ -299,3 +299,17 @@ TEST(PipelineCli, OrdinaryRunsStillDefaultToAllModes) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PipelineCli, TraceNamesOneFilePerModeRun) {
+  const parsed p = parse({"--trace", "out/t.json"});
+  ASSERT_TRUE(p.outcome.opts.has_value());
+  EXPECT_EQ(p.outcome.opts->trace_path, "out/t.json");
+  EXPECT_EQ(trace_path_for("out/t.json", "coro_batched", 16), "out/t-coro_batched-c16.json");
+  EXPECT_EQ(trace_path_for("out.d/t", "coro_mapped", 8), "out.d/t-coro_mapped-c8.json");
+  EXPECT_EQ(trace_path_for("", "coro_mapped", 8), "");
+  EXPECT_TRUE(parse({}).outcome.opts->trace_path.empty());
+}
+
+} // namespace

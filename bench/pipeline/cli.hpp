@@ -76,6 +76,10 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
   auto* mode_opt = app.add_option("--modes", mode_list, detail::modes_help(modes))->delimiter(',');
   app.add_option("--json", o.json_path,
                  "Write every figure, the parameters and the machine to FILE");
+  app.add_option("--trace", o.trace_path,
+                 "Record the GPU waits of each cuawait mode run as a Chrome/Perfetto trace: "
+                 "FILE with -<mode>-c<level> before its extension (check it with "
+                 "cuawait-trace-check); adds a little cost per wait to the measured runs");
   app.add_option("--svg", o.svg_path,
                  "Write a plot of microseconds per job against concurrency "
                  "for each mode to FILE");

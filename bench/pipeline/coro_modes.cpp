@@ -15,6 +15,7 @@
 #include "memory_budget.hpp"
 #include "modes.hpp"
 #include "reactor_warm_up.hpp"
+#include "trace_scope.hpp"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -148,6 +149,7 @@ void run_coro(const char* name, mode_context& ctx, timed_region& timer, style st
     all_streams.push_back(streams.at(i));
   }
   warm_reactor(rt, std::move(all_streams));
+  const trace_scope trace(rt, ctx);
 
   shared_state sh{ctx, streams, on_pool ? &rt.pool() : nullptr};
   std::vector<task<void>> tasks;

@@ -19,6 +19,7 @@
 #include "modes.hpp"
 #include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
+#include "trace_scope.hpp"
 
 #include <cuawait/cuda/arena.hpp>
 #include <cuawait/cuda/batcher.hpp>
@@ -113,6 +114,7 @@ void coro_graph(mode_context& ctx, timed_region& timer) {
     streams.push_back(p->s);
   }
   warm_reactor(rt, std::move(streams));
+  const trace_scope trace(rt, ctx);
   std::atomic<std::int64_t> next{0};
   std::vector<task<void>> tasks;
   tasks.reserve(pipes.size());
@@ -227,6 +229,7 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
   cu::arena_pair arena(bytes, pipelines);
   const batch_options opt = batching_for(ctx.batch, ctx.pipelines(), ctx.work.w().bytes);
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
+  const trace_scope trace(rt, ctx);
   std::optional<batch_stages> stages; // after the arena: drained before it is freed
   if (staged) {
     stages.emplace();

@@ -200,6 +200,7 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   st.checker.reset();
   mode_context ctx{st.work, r.jobs,       level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
                    st.sms,  st.opts.batch};
+  ctx.trace_path = trace_path_for(st.opts.trace_path, r.mode, level);
   timed_region timer;
   const double rss_before = rss_bytes();
   std::optional<rss_sampler> sampler;

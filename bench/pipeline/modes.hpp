@@ -50,6 +50,8 @@ struct mode_context {
   int sms = 1;
   //! The batcher's knobs (batched modes).
   batch_knobs batch{};
+  //! Where a cuawait mode writes the trace of its waits (`--trace`); empty: no trace.
+  std::string trace_path{};
 
   //! Pipelines worth creating: `concurrency`, but never more than there are jobs (a
   //! pipeline beyond that would never take one, yet would hold buffers).

@@ -166,6 +166,8 @@ struct options {
   std::int64_t floor_copy_bytes = std::int64_t{64} << 20;
   //! The batcher's knobs (batched modes).
   batch_knobs batch;
+  //! `--trace`: base path of the traces of the cuawait mode runs (see trace_scope.hpp).
+  std::string trace_path;
 };
 
 //! Jobs per mode run in a `--quick` run.
@@ -314,6 +316,22 @@ inline void finalize(options& o) {
     return o.quick ? std::min(jobs, quick_jobs) : jobs;
   }
   return o.scaling ? std::max<std::int64_t>(o.w.jobs, std::int64_t{2} * level) : o.w.jobs;
+}
+
+//! `base` with "-<mode>-c<level>" inserted before its extension: "t.json" becomes
+//! "t-coro_batched-c16.json". Empty when `base` is.
+[[nodiscard]] inline std::string trace_path_for(const std::string& base, const std::string& mode,
+                                                int level) {
+  if (base.empty()) {
+    return {};
+  }
+  const std::string tag = "-" + mode + "-c" + std::to_string(level);
+  const auto slash = base.find_last_of('/');
+  const auto dot = base.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == 0) {
+    return base + tag + ".json";
+  }
+  return base.substr(0, dot) + tag + base.substr(dot);
 }
 
 } // namespace cuawait::bench

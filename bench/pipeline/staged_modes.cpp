@@ -22,6 +22,7 @@
 #include "modes.hpp"
 #include "reactor_warm_up.hpp"
 #include "stage_streams.hpp"
+#include "trace_scope.hpp"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -106,6 +107,7 @@ void coro_staged(mode_context& ctx, timed_region& timer) {
   const double bytes = static_cast<double>(pipelines) * static_cast<double>(n) * sizeof(float);
   require_memory("coro_staged", bytes, bytes);
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
+  const trace_scope trace(rt, ctx);
   const cc::stream setup;
   cc::device_buffer<float> dev(pipelines * n, setup);
   setup.memset(dev.data(), 0, dev.size());

@@ -68,7 +68,9 @@ struct reactor_trace {
   //! The reactor saw `w` finish (`w.status`) and hands it to `w.exec` (nullptr: resumes
   //! it inline on the reactor's thread). Reactor thread, under its lock.
   void (*on_complete)(void* context, const detail::wait_node& w) = nullptr;
-  //! `w`'s coroutine runs again on the calling thread, executor `current_executor()`.
+  //! `w`'s coroutine runs again on the calling thread, executor `current_executor()`. Also
+  //! called right after `on_suspend`, with `w.resolved_ns == 0`, when the work had already
+  //! finished and the coroutine did not suspend at all.
   void (*on_resume)(void* context, const detail::wait_node& w) = nullptr;
   //! `w` was withdrawn because its coroutine was destroyed while waiting.
   void (*on_withdraw)(void* context, const detail::wait_node& w) = nullptr;

@@ -18,6 +18,7 @@
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/observability.hpp"
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/run_loop.hpp"
 #include "cuawait/task.hpp"
@@ -25,6 +26,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -62,6 +64,11 @@ struct runtime_options {
 //! Shutdown (destructor): waits for spawned tasks, lets every pending GPU wait finish
 //! (in-flight GPU work is waited for, never abandoned), stops the reactor, then the pool.
 //! Only one runtime should be alive at a time (it installs its reactor process-wide).
+//!
+//! Observability (docs/OBSERVABILITY.md): `CUAWAIT_TRACE=path.json`, `CUAWAIT_LOG=level` and
+//! `CUAWAIT_NVTX=1`, read at construction, install a trace recorder, a lifecycle log and
+//! NVTX ranges on the reactor; the trace is written at destruction.
+//! @throws std::invalid_argument (constructor) for a value of those it does not know.
 class runtime {
 public:
   //! @throws cuda_error when the strategy cannot be set up.
@@ -100,6 +107,16 @@ public:
   //! The reactor's statistics (waits pending per stream, completions, resume latency...).
   [[nodiscard]] reactor_stats stats() const { return m_reactor.stats(); }
 
+  //! Starts recording a trace of every GPU wait (replacing one started before). Call while
+  //! no coroutine awaits GPU work (e.g. before `run`): the reactor's hooks are installed
+  //! without synchronising with awaiters.
+  trace_recorder& start_trace(trace_options options = {}) {
+    return m_observability.start_trace(m_reactor.reactor(), options);
+  }
+  //! Writes the trace recorded so far (Chrome / Perfetto JSON) to `path`.
+  //! @throws std::runtime_error when no trace was started or the file cannot be written.
+  void write_trace(const std::string& path) const { m_observability.write_trace(path); }
+
 private:
   template <class T>
   static task<void> on_pool(thread_pool& pool, task<T> t) {
@@ -111,6 +128,7 @@ private:
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
 
+  observability m_observability; // first: outlives everything that reports to it
   thread_pool m_pool;
   mutable cuda::gpu_reactor m_reactor;
   bool m_idle_polling = false;

@@ -48,6 +48,9 @@ runtime::runtime(runtime_options options)
       m_reactor(chosen_strategy(options.strategy),
                 with_thread(options.reactor, use_reactor_thread(options.reactor_thread))),
       m_idle_polling(!use_reactor_thread(options.reactor_thread)) {
+  // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
+  m_observability.attach_from_environment(m_reactor.reactor(),
+                                          {{&m_pool, "pool"}, {&m_loop, "run loop"}});
   if (m_idle_polling) {
     m_reactor.reactor().set_idle_waker(&runtime::wake_pool, &m_pool);
     m_pool.set_idle_source(&m_reactor.reactor());
@@ -71,6 +74,7 @@ runtime::~runtime() {
     m_reactor.reactor().set_idle_waker(nullptr, nullptr);
   }
   m_pool.shutdown();
+  m_observability.finish(m_reactor.reactor()); // writes CUAWAIT_TRACE, removes the hooks
 }
 
 } // namespace cuawait

@@ -31,6 +31,15 @@ namespace detail {
 
 struct reactor_lane;
 
+//! Scratch space of the tracing hooks (`reactor_trace`): `on_suspend` may write it, the
+//! later hooks of the same wait read it. The reactor and the awaiters never touch it. The
+//! hooks get the node as `const`, hence `mutable` (the node itself is never const).
+struct wait_trace_slot {
+  std::uint64_t id = 0;         //!< a wait id (0: not traced)
+  std::uint64_t suspend_ns = 0; //!< steady-clock time of the suspension
+  std::uint64_t range = 0;      //!< a profiler's range handle (NVTX)
+};
+
 //! Where a node is, guarded by the reactor's lock.
 enum class node_state : std::uint8_t { idle, waiting, ready_inline, resolved };
 
@@ -53,6 +62,9 @@ struct wait_node {
   node_state state = node_state::idle;
   completion_status status{};
   std::uint64_t resolved_ns = 0; //!< steady-clock time the reactor saw it finish
+
+  // Owned by the tracing hooks.
+  mutable wait_trace_slot trace{};
 };
 
 } // namespace detail

@@ -51,6 +51,11 @@ public:
       return true;
     }
     m_submitted = false;
+    // Finished before it could suspend: close what on_suspend opened (resolved_ns == 0
+    // tells the hook that the coroutine never suspended).
+    if (r.trace().on_resume != nullptr) {
+      r.trace().on_resume(r.trace().context, m_node);
+    }
     return false;
   }
 
