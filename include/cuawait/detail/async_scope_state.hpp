@@ -80,7 +80,12 @@ public:
   }
 
   [[nodiscard]] std::stop_token get_stop_token() const noexcept { return m_stop.get_token(); }
-  void request_stop() noexcept { m_stop.request_stop(); }
+  //! Through a copy of the source: spawned work may finish inline and let the owner destroy
+  //! the scope while the request is still running; the copy keeps the stop state alive.
+  void request_stop() noexcept {
+    std::stop_source keep = m_stop;
+    keep.request_stop();
+  }
 
 private:
   static constexpr std::uint64_t joiner_bit = 1;

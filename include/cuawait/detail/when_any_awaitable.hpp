@@ -70,8 +70,13 @@ public:
   [[nodiscard]] std::size_t winner() const noexcept {
     return m_winner.load(std::memory_order_relaxed);
   }
-  //! Asks every child to stop (thread-safe).
-  void request_stop() noexcept { m_source.request_stop(); }
+  //! Asks every child to stop (thread-safe). Through a copy of the source: the children may
+  //! finish inline and resume the awaiting coroutine, which destroys this state, while the
+  //! request is still running; the copy keeps the shared stop state alive until it returns.
+  void request_stop() noexcept {
+    std::stop_source keep = m_source;
+    keep.request_stop();
+  }
 
 private:
   std::atomic<std::size_t> m_count;
