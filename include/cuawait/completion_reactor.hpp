@@ -128,8 +128,7 @@ private:
   using clock = std::chrono::steady_clock;
 
   detail::reactor_lane& lane_for(const void* key);
-  std::size_t sweep(bool probe, bool only_progressed) noexcept;
-  void wait_for_sweep(std::unique_lock<std::mutex>& lock) noexcept;
+  std::size_t sweep_locked(bool probe) noexcept;
   void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
   void fail_all_locked(completion_state why, int error) noexcept;
   void unlink_locked(detail::wait_node& w) noexcept;
@@ -146,15 +145,6 @@ private:
   mutable std::mutex m_mutex; // guards lanes, nodes, the ready list
   std::unordered_map<const void*, std::unique_ptr<detail::reactor_lane>> m_lanes;
   std::vector<detail::reactor_lane*> m_active;
-  // A sweep asks the source outside the lock about the heads it collected here; while
-  // `m_sweeping`, nothing else resolves or withdraws waits (they wait on m_sweep_cv).
-  struct sweep_item {
-    detail::wait_node* node;
-    completion_status status;
-  };
-  std::vector<sweep_item> m_sweep_items;
-  bool m_sweeping = false;
-  std::condition_variable m_sweep_cv;
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
   detail::wait_node* m_ready_tail = nullptr;
   // Inline resumptions taken off the ready list and not yet returned: drain() waits for

@@ -17,8 +17,7 @@ struct reactor_lane {
   wait_node* head = nullptr;
   wait_node* tail = nullptr;
   std::size_t size = 0;
-  bool active = false;     // in m_active
-  bool progressed = false; // its head resolved in the last sweep: ask the next one at once
+  bool active = false; // in m_active
 };
 
 } // namespace cuawait::detail
@@ -67,28 +66,8 @@ reactor_lane& completion_reactor::lane_for(const void* key) {
 }
 
 bool completion_reactor::submit(wait_node& w) noexcept {
-  // Work that already finished resolves at once, without the lock: `w` is visible to nobody
-  // yet and its stream or event is alive (the caller is using it). Asking a wait that is not
-  // the oldest of its lane is fine here: "done" means everything before it is done too.
-  m_counters.queries.fetch_add(1, std::memory_order_relaxed);
-  const completion_status st = m_source->query(w);
-  if (st.state != completion_state::pending) {
-    w.status = st;
-    w.resolved_ns = 0;
-    m_source->retire(w);
-    if (st.state == completion_state::context_lost) {
-      // Other streams may never report the loss themselves (on the H200 a wait on another
-      // stream later resolved as done), so every pending wait fails now; inline waiters
-      // are resumed by the polling thread, woken below.
-      std::unique_lock lock(m_mutex);
-      wait_for_sweep(lock);
-      fail_all_locked(completion_state::context_lost, st.error);
-      lock.unlock();
-      wake();
-    }
-    return false;
-  }
-  {
+  bool submit_failed_all = false;
+  do {
     const std::lock_guard lock(m_mutex);
     reactor_lane* lane = nullptr;
     try {
@@ -96,8 +75,29 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     } catch (...) {
       // Out of memory for a new lane: behave as if the work failed rather than hang.
       w.status = {completion_state::failed, 2 /* cudaErrorMemoryAllocation */};
-      m_source->retire(w);
       return false;
+    }
+    if (lane->head == nullptr) {
+      // Only the oldest of a lane may be asked; this one is, so an already finished
+      // operation costs one query and no suspension.
+      m_counters.queries.fetch_add(1, std::memory_order_relaxed);
+      const completion_status st = m_source->query(w);
+      if (st.state != completion_state::pending) {
+        w.status = st;
+        w.resolved_ns = 0;
+        m_source->retire(w);
+        if (st.state == completion_state::context_lost) {
+          // Other streams may never report the loss themselves (on the H200 a wait on
+          // another stream later resolved as done), so every pending wait fails now; inline waiters
+          // are resumed by the polling thread, woken below.
+          fail_all_locked(completion_state::context_lost, st.error);
+          submit_failed_all = true;
+        }
+        if (!submit_failed_all) {
+          return false;
+        }
+        break;
+      }
     }
     w.lane = lane;
     w.prev = lane->tail;
@@ -117,13 +117,9 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
     m_pending_count.fetch_add(1, std::memory_order_relaxed);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
-  }
+  } while (false);
   wake();
-  return true;
-}
-
-void completion_reactor::wait_for_sweep(std::unique_lock<std::mutex>& lock) noexcept {
-  m_sweep_cv.wait(lock, [this] { return !m_sweeping; });
+  return !submit_failed_all;
 }
 
 void completion_reactor::unlink_locked(wait_node& w) noexcept {
@@ -137,10 +133,7 @@ void completion_reactor::unlink_locked(wait_node& w) noexcept {
 }
 
 bool completion_reactor::withdraw(wait_node& w) noexcept {
-  std::unique_lock lock(m_mutex);
-  // A sweep in progress may be asking the source about `w` (its stream or event) outside
-  // the lock: once withdrawn, the caller may destroy them, so wait for it to end.
-  wait_for_sweep(lock);
+  const std::lock_guard lock(m_mutex);
   switch (w.state) {
   case node_state::waiting:
     unlink_locked(w);
@@ -208,67 +201,44 @@ void completion_reactor::fail_all_locked(completion_state why, int error) noexce
   m_active.clear();
 }
 
-std::size_t completion_reactor::sweep(bool probe, bool only_progressed) noexcept {
-  // The source is asked outside the lock (an event or stream query is a driver call, and
-  // submitters must not queue behind them); `m_sweeping` keeps the asked waits alive and in
-  // place meanwhile: only a sweep resolves a lane's head, and withdrawing or failing waits
-  // waits for the sweep to end.
-  std::unique_lock lock(m_mutex);
-  if (m_sweeping || m_active.empty()) {
-    return 0;
-  }
-  m_sweeping = true;
-  m_sweep_items.clear();
-  for (reactor_lane* lane : m_active) {
-    if (lane->head != nullptr && (!only_progressed || lane->progressed)) {
-      m_sweep_items.push_back({lane->head, {}});
-    }
-    lane->progressed = false;
-  }
-  if (m_sweep_items.empty()) {
-    m_sweeping = false;
-    return 0;
-  }
-  lock.unlock();
+std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
+  std::size_t resolved = 0;
+  std::uint64_t queries = 0;
   completion_status lost{};
-  for (sweep_item& item : m_sweep_items) {
-    item.status = probe ? m_source->probe(*item.node) : m_source->query(*item.node);
-    if (item.status.state == completion_state::context_lost) {
-      lost = item.status;
+  for (std::size_t i = 0; i < m_active.size();) {
+    reactor_lane& lane = *m_active[i];
+    while (lane.head != nullptr) {
+      ++queries;
+      const completion_status st =
+          probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
+      if (st.state == completion_state::pending) {
+        break;
+      }
+      if (st.state == completion_state::context_lost) {
+        lost = st;
+        break;
+      }
+      resolve_locked(*lane.head, st);
+      ++resolved;
+    }
+    if (lost.state == completion_state::context_lost) {
       break;
     }
+    if (lane.head == nullptr) {
+      lane.active = false;
+      m_active[i] = m_active.back();
+      m_active.pop_back();
+    } else {
+      ++i;
+    }
   }
-  lock.lock();
-  m_sweeping = false;
-  std::size_t resolved = 0;
   if (lost.state == completion_state::context_lost) {
     // A sticky error: nothing on any lane can finish any more, so nothing may hang.
-    resolved = m_pending_count.load(std::memory_order_relaxed);
+    resolved += m_pending_count.load(std::memory_order_relaxed);
     fail_all_locked(completion_state::context_lost, lost.error);
-  } else {
-    for (const sweep_item& item : m_sweep_items) {
-      if (item.status.state != completion_state::pending) {
-        reactor_lane* const lane = item.node->lane;
-        resolve_locked(*item.node, item.status); // still its lane's head: see above
-        lane->progressed = true;
-        ++resolved;
-      }
-    }
-    for (std::size_t i = 0; i < m_active.size();) {
-      reactor_lane& lane = *m_active[i];
-      if (lane.head == nullptr) {
-        lane.active = false;
-        m_active[i] = m_active.back();
-        m_active.pop_back();
-      } else {
-        ++i;
-      }
-    }
   }
-  m_counters.queries.fetch_add(m_sweep_items.size(), std::memory_order_relaxed);
+  m_counters.queries.fetch_add(queries, std::memory_order_relaxed);
   m_counters.sweeps.fetch_add(1, std::memory_order_relaxed);
-  lock.unlock();
-  m_sweep_cv.notify_all();
   return resolved;
 }
 
@@ -300,29 +270,20 @@ std::size_t completion_reactor::run_ready_inline() {
 
 std::size_t completion_reactor::poll() {
   std::size_t n = 0;
-  const std::uint64_t now = now_ns();
-  const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-  bool probe = false;
   {
     const std::lock_guard lock(m_mutex);
-    probe = !m_active.empty() &&
-            now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
-            now - m_last_probe_ns >= probe_after;
+    const std::uint64_t now = now_ns();
+    const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
+    const bool probe = !m_active.empty() &&
+                       now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
+                       now - m_last_probe_ns >= probe_after;
     if (probe) {
       m_last_probe_ns = now;
     }
-  }
-  // Each sweep asks only the oldest wait of each lane; when some finished, the next ones
-  // may have too (work completing together): sweep again, a bounded number of times.
-  for (int round = 0; round < 64; ++round) {
-    const std::size_t k = sweep(probe && round == 0, round != 0);
-    n += k;
-    if (k == 0) {
-      break;
+    n = sweep_locked(probe);
+    if (n != 0) {
+      m_last_progress_ns.store(now, std::memory_order_relaxed);
     }
-  }
-  if (n != 0) {
-    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   }
   run_ready_inline();
   return n;
@@ -349,8 +310,7 @@ void completion_reactor::drain() {
 std::size_t completion_reactor::cancel_all() {
   std::size_t n = 0;
   {
-    std::unique_lock lock(m_mutex);
-    wait_for_sweep(lock);
+    const std::lock_guard lock(m_mutex);
     n = m_pending_count.load(std::memory_order_relaxed);
     fail_all_locked(completion_state::cancelled, 0);
   }
