@@ -31,6 +31,18 @@ completion_status query_event(const wait_node& w) noexcept {
   return gpu_completion_source::status_of(cudaEventQuery(reinterpret_cast<cudaEvent_t>(w.token)));
 }
 
+//! Records an event of `pool` on `s` as `w`'s marker (the strategy owns it: see retire).
+void arm_pooled_event(event_pool& pool, cudaStream_t s, wait_node& w) {
+  const cudaEvent_t e = pool.acquire();
+  const cudaError_t r = cudaEventRecord(e, s);
+  if (r != cudaSuccess) {
+    pool.release(e);
+    check(r, w.operation, "cudaEventRecord");
+  }
+  w.token = reinterpret_cast<std::uintptr_t>(e);
+  w.source_data = &g_owned_tag;
+}
+
 //! A stream's health, for strategies whose query cannot see errors.
 completion_status probe_stream(const wait_node& w, completion_status flag_state) noexcept {
   if (flag_state.state != completion_state::pending) {
@@ -44,16 +56,7 @@ completion_status probe_stream(const wait_node& w, completion_status flag_state)
 // --- event_poll ---------------------------------------------------------------------------
 class event_poll_source final : public gpu_completion_source {
 public:
-  void arm(cudaStream_t s, wait_node& w) override {
-    const cudaEvent_t e = m_pool.acquire();
-    const cudaError_t r = cudaEventRecord(e, s);
-    if (r != cudaSuccess) {
-      m_pool.release(e);
-      check(r, w.operation, "cudaEventRecord");
-    }
-    w.token = reinterpret_cast<std::uintptr_t>(e);
-    w.source_data = &g_owned_tag;
-  }
+  void arm(cudaStream_t s, wait_node& w) override { arm_pooled_event(m_pool, s, w); }
   completion_status query(const wait_node& w) noexcept override { return query_event(w); }
   void retire(wait_node& w) noexcept override {
     if (w.source_data == &g_owned_tag) {
@@ -268,7 +271,7 @@ public:
   }
   void arm(cudaStream_t s, wait_node& w) override {
     if (now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
-      arm_event(s, w);
+      arm_pooled_event(m_events, s, w);
       return;
     }
     lane* lp = nullptr;
@@ -333,17 +336,6 @@ private:
                                           .count());
   }
 
-  void arm_event(cudaStream_t s, wait_node& w) {
-    const cudaEvent_t e = m_events.acquire();
-    const cudaError_t r = cudaEventRecord(e, s);
-    if (r != cudaSuccess) {
-      m_events.release(e);
-      check(r, w.operation, "cudaEventRecord");
-    }
-    w.token = reinterpret_cast<std::uintptr_t>(e);
-    w.source_data = &g_owned_tag;
-  }
-
   lane& lane_for(cudaStream_t s) {
     auto it = m_lanes.find(s);
     if (it != m_lanes.end()) {
@@ -385,14 +377,7 @@ class stream_poll_source final : public gpu_completion_source {
 public:
   void arm(cudaStream_t s, wait_node& w) override {
     if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) {
-      const cudaEvent_t e = m_events.acquire();
-      const cudaError_t r = cudaEventRecord(e, s);
-      if (r != cudaSuccess) {
-        m_events.release(e);
-        check(r, w.operation, "cudaEventRecord");
-      }
-      w.token = reinterpret_cast<std::uintptr_t>(e);
-      w.source_data = &g_owned_tag;
+      arm_pooled_event(m_events, s, w);
       return;
     }
     w.token = 0;
