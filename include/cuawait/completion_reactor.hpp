@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +48,10 @@ struct reactor_options {
   std::chrono::nanoseconds park_poll = std::chrono::milliseconds(1);
   //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
   std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
+  //! Called first on the polling thread (when `start_thread`), before it polls: e.g. to
+  //! give the thread the device context that coroutines resumed inline on it await through.
+  //! Must not throw.
+  std::function<void()> on_thread_start{};
 };
 
 //! Resumes coroutines waiting on asynchronous work. Thread-safe.

@@ -9,6 +9,7 @@
 #include "cuawait/cuda/batcher.hpp"
 #include "cuawait/cuda/capture.hpp"
 #include "cuawait/cuda/device.hpp"
+#include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/device_buffer.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"

@@ -445,6 +445,9 @@ void completion_reactor::park(const std::stop_token& stop, std::uint64_t seen_se
 }
 
 void completion_reactor::thread_main(std::stop_token stop) {
+  if (m_options.on_thread_start) {
+    m_options.on_thread_start();
+  }
   const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
   std::uint64_t spin_start = now_ns();
   while (!stop.stop_requested()) {

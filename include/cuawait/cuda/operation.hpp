@@ -122,10 +122,11 @@ public:
   explicit try_awaiter(operation&& op) noexcept
       : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where),
         m_stream(op.m_stream) {}
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
+  //! @throws no_device_context (misuse, not a GPU failure) when the thread has no context.
+  bool await_suspend(std::coroutine_handle<> h) {
+    gpu_reactor& r = current_reactor();
     try {
       ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
-      gpu_reactor& r = current_reactor();
       r.source().arm(m_stream, m_wait.node());
       return m_wait.suspend(r.reactor(), h);
     } catch (const cuda_error& e) {

@@ -45,6 +45,13 @@ public:
 
   //! The native handle.
   [[nodiscard]] constexpr cudaStream_t get() const noexcept { return m_stream; }
+  //! The device the stream's work runs on (`cudaStreamGetDevice`).
+  //! @throws cuda_error (e.g. for a destroyed stream)
+  [[nodiscard]] int device() const {
+    int d = 0;
+    CUAWAIT_CUDA_CHECK("stream device", cudaStreamGetDevice(m_stream, &d));
+    return d;
+  }
 
   //! True when all work enqueued so far has completed (`cudaStreamQuery`).
   //! @throws cuda_error on any error other than `cudaErrorNotReady`.
