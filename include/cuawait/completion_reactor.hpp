@@ -121,6 +121,14 @@ public:
 
   //! Counters, a consistent snapshot of the pending waits per lane.
   [[nodiscard]] reactor_stats stats() const;
+  //! Forgets the lane of `key` (a stream or event being destroyed) when no wait is
+  //! pending on it, so that a program creating and destroying many streams keeps the lane
+  //! table small; a lane with waits pending stays (its waits still resolve) and is reused
+  //! if the key comes back. Returns true when the lane was removed.
+  bool forget_lane(const void* key) noexcept;
+  //! Lanes the reactor keeps now (one per stream or event awaited and not forgotten).
+  [[nodiscard]] std::size_t lane_count() const;
+
   //! Waits pending now.
   [[nodiscard]] std::size_t pending() const noexcept {
     return m_pending_count.load(std::memory_order_relaxed);

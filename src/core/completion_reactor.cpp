@@ -65,6 +65,28 @@ reactor_lane& completion_reactor::lane_for(const void* key) {
   return *slot;
 }
 
+bool completion_reactor::forget_lane(const void* key) noexcept {
+  const std::lock_guard lock(m_mutex);
+  const auto it = m_lanes.find(key);
+  if (it == m_lanes.end() || it->second->head != nullptr) {
+    return false;
+  }
+  if (it->second->active) { // emptied by a withdrawal, still listed until the next sweep
+    const auto at = std::find(m_active.begin(), m_active.end(), it->second.get());
+    if (at != m_active.end()) {
+      *at = m_active.back();
+      m_active.pop_back();
+    }
+  }
+  m_lanes.erase(it);
+  return true;
+}
+
+std::size_t completion_reactor::lane_count() const {
+  const std::lock_guard lock(m_mutex);
+  return m_lanes.size();
+}
+
 bool completion_reactor::submit(wait_node& w) noexcept {
   bool submit_failed_all = false;
   do {

@@ -3,9 +3,14 @@
 
 #include "cuawait/cuda/device.hpp"
 
+#include "cuawait/cuda/detail/lane_registry.hpp"
+
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace cuawait::cuda {
 
@@ -48,6 +53,19 @@ private:
 
 int resolve(int device) { return device < 0 ? device::current_id() : device; }
 
+//! The live contexts, told when a stream or event is destroyed. Never destroyed itself: a
+//! stream in static storage may be destroyed after any static object.
+struct context_registry {
+  std::mutex mutex;
+  std::vector<device_context*> live;
+  std::atomic<std::size_t> count{0};
+};
+
+context_registry& registry() {
+  static auto* const r = new context_registry;
+  return *r;
+}
+
 } // namespace
 
 no_device_context::no_device_context()
@@ -71,9 +89,19 @@ device_context::device_context(device_context_options options) : m_device(resolv
   m_reactor = std::make_unique<gpu_reactor>(s, std::move(r));
   m_pinned = std::make_unique<pinned_pool>(options.pinned);
   m_memory = std::make_unique<device_memory_pool>(device_memory_pool_options{m_device});
+  context_registry& reg = registry();
+  const std::lock_guard lock(reg.mutex);
+  reg.live.push_back(this);
+  reg.count.fetch_add(1, std::memory_order_release);
 }
 
 device_context::~device_context() {
+  {
+    context_registry& reg = registry();
+    const std::lock_guard lock(reg.mutex);
+    reg.live.erase(std::remove(reg.live.begin(), reg.live.end(), this), reg.live.end());
+    reg.count.fetch_sub(1, std::memory_order_release);
+  }
   detail::remove_default_context(this);
   if (tl_context == this) {
     tl_context = nullptr;
@@ -120,6 +148,29 @@ bool detail::install_default_context_if_none(device_context* ctx) noexcept {
 void detail::remove_default_context(device_context* ctx) noexcept {
   device_context* expected = ctx;
   (void)g_default.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+}
+
+void detail::forget_stream(cudaStream_t s) noexcept {
+  context_registry& reg = registry();
+  if (reg.count.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  const std::lock_guard lock(reg.mutex);
+  for (device_context* c : reg.live) {
+    (void)c->reactor().reactor().forget_lane(s);
+    c->reactor().source().forget_stream(s);
+  }
+}
+
+void detail::forget_event(cudaEvent_t e) noexcept {
+  context_registry& reg = registry();
+  if (reg.count.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  const std::lock_guard lock(reg.mutex);
+  for (device_context* c : reg.live) {
+    (void)c->reactor().reactor().forget_lane(e);
+  }
 }
 
 gpu_reactor& current_reactor() { return current_context().reactor(); }

@@ -4,6 +4,7 @@
 // error); a context used on one thread keeps working on the thread its reactor resumes on.
 
 #include "common/gpu.hpp"
+#include "common/spin_kernel.cuh"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -124,6 +125,77 @@ TEST(DeviceContextTest, StreamsKnowTheirDevice) {
   EXPECT_EQ(s.device(), cu::device::current_id());
   cu::device_context ctx(cu::device_context_options{.device = cu::device::current_id()});
   EXPECT_EQ(ctx.device(), cu::device::current_id());
+}
+
+TEST(DeviceContextTest, PerThreadDefaultStreamsOfTwoThreadsNeverResolveEachOther) {
+  CUAWAIT_REQUIRE_GPU();
+  // Every strategy; the timeline one once kept one counter per stream handle, and the
+  // per-thread default stream is one handle naming a different stream on each thread.
+  for (const cu::strategy st : {cu::strategy::timeline, cu::strategy::event_poll,
+                                cu::strategy::stream_poll, cu::strategy::host_callback}) {
+    SCOPED_TRACE(cu::to_string(st));
+    cu::device_context ctx(cu::device_context_options{.completion = st});
+    cuawait::test::spin_control ctl;
+    ASSERT_NE(ctl.device, nullptr);
+    int* scratch = nullptr;
+    ASSERT_EQ(cudaMalloc(&scratch, sizeof(int)), cudaSuccess);
+    std::atomic<bool> slow_resumed{false};
+    std::atomic<bool> slow_pending{false};
+    std::thread slow([&] {
+      const cu::context_scope here(ctx);
+      cuawait::sync_wait([&]() -> cuawait::task<void> {
+        const cu::stream_ref mine(cudaStreamPerThread);
+        mine.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
+                    ctl.device + 1);
+        slow_pending.store(true);
+        co_await mine;
+        slow_resumed.store(true);
+      }());
+    });
+    while (!slow_pending.load()) {
+      std::this_thread::yield();
+    }
+    // Another thread's per-thread stream finishes many times while the first is busy.
+    std::thread fast([&] {
+      const cu::context_scope here(ctx);
+      cuawait::sync_wait([&]() -> cuawait::task<void> {
+        const cu::stream_ref mine(cudaStreamPerThread);
+        for (int i = 0; i < 20; ++i) {
+          co_await mine.launch(add_one, dim3(1), dim3(1), scratch);
+        }
+      }());
+    });
+    fast.join();
+    EXPECT_FALSE(slow_resumed.load()) << "resumed before its kernel was released";
+    ctl.release();
+    slow.join();
+    EXPECT_TRUE(slow_resumed.load());
+    EXPECT_EQ(ctl.outcome(), 1) << "the spin kernel timed out";
+    (void)cudaFree(scratch);
+  }
+}
+
+TEST(DeviceContextTest, CreatingAwaitingAndDestroyingStreamsLeavesNoLanesBehind) {
+  CUAWAIT_REQUIRE_GPU();
+  for (const cu::strategy st : {cu::strategy::timeline, cu::strategy::event_poll}) {
+    SCOPED_TRACE(cu::to_string(st));
+    cu::device_context ctx(cu::device_context_options{.completion = st});
+    const cu::context_scope here(ctx);
+    int* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, sizeof(int)), cudaSuccess);
+    cuawait::sync_wait([](int* p) -> cuawait::task<void> {
+      for (int i = 0; i < 20'000; ++i) {
+        cu::stream s;
+        cu::event e;
+        co_await s.memset(p, 0, 1);
+        s.record(e);
+        co_await e;
+      }
+    }(d));
+    (void)cudaFree(d);
+    EXPECT_LE(ctx.reactor().reactor().lane_count(), 4U);
+    EXPECT_LE(ctx.reactor().source().stream_state_count(), 4U);
+  }
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 //! CUDA stream handles: `stream_ref` (non-owning, cheap to copy, wraps any `cudaStream_t`,
 //! e.g. one owned by cuBLAS or PyTorch) and `stream` (owning, move-only).
 
+#include "cuawait/cuda/detail/lane_registry.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/operation.hpp"
@@ -298,6 +299,7 @@ private:
   }
   void destroy() noexcept {
     if (get() != nullptr) {
+      detail::forget_stream(get());
       check_noexcept(cudaStreamDestroy(release()), "stream destroy", "cudaStreamDestroy");
     }
   }
