@@ -143,7 +143,7 @@ private:
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
 
-  observability m_observability; // first: outlives everything that reports to it
+  observability m_observability;          // first: outlives everything that reports to it
   mutable cuda::device_context m_context; // before the pool, whose workers point at it
   thread_pool m_pool;
   bool m_idle_polling = false;

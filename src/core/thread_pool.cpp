@@ -67,8 +67,8 @@ struct thread_pool::impl {
 
   thread_pool& owner;
   std::function<void(std::size_t)> on_start; //!< run first on each worker (may be empty)
-  std::vector<locked_queue> queues; //!< one per worker
-  locked_queue injection;           //!< posts from outside the pool
+  std::vector<locked_queue> queues;          //!< one per worker
+  locked_queue injection;                    //!< posts from outside the pool
   std::atomic<bool> stopping{false};
 
   // Parking. A poster publishes its work (queue mask, seq_cst), then reads `sleepers`; a

@@ -59,8 +59,8 @@ class StrategyTest : public ::testing::TestWithParam<cu::strategy> {
 protected:
   void SetUp() override {
     CUAWAIT_REQUIRE_GPU();
-    m_context = std::make_unique<cu::device_context>(
-        cu::device_context_options{.completion = GetParam()});
+    m_context =
+        std::make_unique<cu::device_context>(cu::device_context_options{.completion = GetParam()});
     m_scope.emplace(*m_context);
   }
   void TearDown() override {

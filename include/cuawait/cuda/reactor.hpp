@@ -43,8 +43,8 @@ namespace detail {
 //! Copies at least this large are reported to the reactor's source (`note_large_copy`).
 inline constexpr std::size_t large_copy_bytes = std::size_t{1} << 20;
 
-//! Tells the source of the calling thread's context (if any) that a copy of `bytes` was enqueued, so that it can
-//! choose completion markers that do not wait behind other streams' copies (see
+//! Tells the source of the calling thread's context (if any) that a copy of `bytes` was enqueued,
+//! so that it can choose completion markers that do not wait behind other streams' copies (see
 //! `gpu_completion_source::note_large_copy`). Never throws.
 void note_large_copy_slow(std::size_t bytes) noexcept;
 
