@@ -139,6 +139,10 @@ TEST(DeviceContextTest, PerThreadDefaultStreamsOfTwoThreadsNeverResolveEachOther
     ASSERT_NE(ctl.device, nullptr);
     int* scratch = nullptr;
     ASSERT_EQ(cudaMalloc(&scratch, sizeof(int)), cudaSuccess);
+    // Load the fast thread's kernel first: with lazy module loading (CUDA's default),
+    // loading it while the spin kernel runs waits for that kernel.
+    add_one<<<1, 1>>>(scratch);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::atomic<bool> slow_resumed{false};
     std::atomic<bool> slow_pending{false};
     std::thread slow([&] {
