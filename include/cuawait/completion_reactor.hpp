@@ -52,6 +52,11 @@ struct reactor_options {
   //! give the thread the device context that coroutines resumed inline on it await through.
   //! Must not throw.
   std::function<void()> on_thread_start{};
+  //! With a source that allows parallel queries (`completion_source::parallel_queries`),
+  //! an idle executor thread in `poll_idle` claims one lane and queries its oldest wait
+  //! repeatedly for up to this long (other threads claim other lanes) before it returns to
+  //! its executor.
+  std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
 };
 
 //! Resumes coroutines waiting on asynchronous work. Thread-safe.
@@ -146,6 +151,8 @@ private:
   void fail_all_locked(completion_state why, int error) noexcept;
   void unlink_locked(detail::wait_node& w) noexcept;
   std::size_t run_ready_inline();
+  std::size_t poll_claimed_lane() noexcept;
+  void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);
   void wake() noexcept;
@@ -167,6 +174,8 @@ private:
   std::uint64_t m_last_probe_ns = 0;
   std::atomic<bool> m_has_ready{false};    // the ready list is not empty
   std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
+  std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
+  std::size_t m_claim_cursor = 0;          // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 

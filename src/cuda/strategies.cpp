@@ -65,6 +65,9 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::event_poll; }
+  // cudaEventQuery is thread-safe and pooled events are never destroyed while the source
+  // lives (a stale copy queries an event that was re-recorded: the answer is discarded).
+  bool parallel_queries() const noexcept override { return true; }
 
 private:
   event_pool m_pool;
@@ -432,6 +435,9 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::stream_poll; }
+  // cudaStreamQuery / cudaEventQuery are thread-safe; the stream may be queried after the
+  // wait went (the answer is then discarded).
+  bool parallel_queries() const noexcept override { return true; }
 
 private:
   static inline char g_stream_tag;
