@@ -57,6 +57,11 @@ struct reactor_options {
   //! repeatedly for up to this long (other threads claim other lanes) before it returns to
   //! its executor.
   std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
+  //! Idle executor threads spinning on the reactor at once: 0 (default) means as many as
+  //! waits are pending (at least one), so that a few jobs in flight on a large pool are not
+  //! slowed by a crowd of pollers; -1 (the largest value) means every idle thread. The
+  //! environment variable `CUAWAIT_IDLE_SPINNERS` (a number, or `all`) overrides it.
+  std::size_t idle_spinners = 0;
 };
 
 //! Resumes coroutines waiting on asynchronous work. Thread-safe.
@@ -112,6 +117,7 @@ public:
   // idle_source: polled by idle executor threads (one at a time; the others return at once).
   std::size_t poll_idle() noexcept override;
   [[nodiscard]] bool idle_keep_spinning() const noexcept override;
+  [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override;
   [[nodiscard]] bool idle_pending() const noexcept override;
   [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override;
 

@@ -500,6 +500,13 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
   return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
 }
 
+std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
+  if (m_options.idle_spinners != 0) {
+    return m_options.idle_spinners;
+  }
+  return std::max<std::size_t>(1, m_pending_count.load(std::memory_order_relaxed));
+}
+
 std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
   return m_source->notifies() ? std::max(m_options.park_poll * 10, m_options.stall_probe)
                               : m_options.park_poll;

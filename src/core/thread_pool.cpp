@@ -137,8 +137,10 @@ struct thread_pool::impl {
     source_users.fetch_add(1);
     idle_source* const src = source.load();
     bool found = false;
-    if (src != nullptr && src->idle_pending()) {
-      spinners.fetch_add(1);
+    if (src != nullptr && src->idle_pending() &&
+        spinners.fetch_add(1) >= src->idle_spinners_wanted()) {
+      spinners.fetch_sub(1); // enough spinners: park instead (a completion wakes us if needed)
+    } else if (src != nullptr && src->idle_pending()) {
       for (unsigned round = 1; !found; ++round) {
         if (any_work_visible() || stopping.load() || source.load() != src) {
           found = true;
