@@ -502,7 +502,7 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
 
 std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
   if (m_options.idle_spinners != 0) {
-    return m_options.idle_spinners;
+    return m_options.idle_spinners; // a fixed number, or every idle thread
   }
   return std::max<std::size_t>(1, m_pending_count.load(std::memory_order_relaxed));
 }
