@@ -32,6 +32,7 @@ struct reactor_stats {
   std::uint64_t failures = 0;      //!< of which failed or context lost
   std::uint64_t withdrawn = 0;     //!< waits withdrawn because their coroutine was destroyed
   std::uint64_t cancelled = 0;     //!< waits cancelled by shutdown
+  std::uint64_t stopped = 0;       //!< waits withdrawn by a stop request (`cancel`)
   std::uint64_t queries = 0;       //!< calls to `completion_source::query`/`probe`
   std::uint64_t sweeps = 0;        //!< polls over the active lanes
   std::uint64_t spin_ns = 0;       //!< time the reactor thread spent polling
