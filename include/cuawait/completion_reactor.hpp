@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +48,15 @@ struct reactor_options {
   std::chrono::nanoseconds park_poll = std::chrono::milliseconds(1);
   //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
   std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
+  //! Called first on the polling thread (when `start_thread`), before it polls: e.g. to
+  //! give the thread the device context that coroutines resumed inline on it await through.
+  //! Must not throw.
+  std::function<void()> on_thread_start{};
+  //! With a source that allows parallel queries (`completion_source::parallel_queries`),
+  //! an idle executor thread in `poll_idle` claims one lane and queries its oldest wait
+  //! repeatedly for up to this long (other threads claim other lanes) before it returns to
+  //! its executor.
+  std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
 };
 
 //! Resumes coroutines waiting on asynchronous work. Thread-safe.
@@ -124,6 +134,14 @@ public:
 
   //! Counters, a consistent snapshot of the pending waits per lane.
   [[nodiscard]] reactor_stats stats() const;
+  //! Forgets the lane of `key` (a stream or event being destroyed) when no wait is
+  //! pending on it, so that a program creating and destroying many streams keeps the lane
+  //! table small; a lane with waits pending stays (its waits still resolve) and is reused
+  //! if the key comes back. Returns true when the lane was removed.
+  bool forget_lane(const void* key) noexcept;
+  //! Lanes the reactor keeps now (one per stream or event awaited and not forgotten).
+  [[nodiscard]] std::size_t lane_count() const;
+
   //! Waits pending now.
   [[nodiscard]] std::size_t pending() const noexcept {
     return m_pending_count.load(std::memory_order_relaxed);
@@ -142,6 +160,8 @@ private:
   void fail_all_locked(completion_state why, int error) noexcept;
   void unlink_locked(detail::wait_node& w) noexcept;
   std::size_t run_ready_inline();
+  std::size_t poll_claimed_lane() noexcept;
+  void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);
   void wake() noexcept;
@@ -163,6 +183,8 @@ private:
   std::uint64_t m_last_probe_ns = 0;
   std::atomic<bool> m_has_ready{false};    // the ready list is not empty
   std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
+  std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
+  std::size_t m_claim_cursor = 0;          // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 

@@ -22,7 +22,10 @@ namespace cuawait::test {
 
 class fake_completion_source final : public completion_source {
 public:
-  explicit fake_completion_source(bool notifies = false) : m_notifies(notifies) {}
+  //! `parallel`: the reactor may query from several idle threads at once, outside its lock
+  //! (`completion_source::parallel_queries`); `query` is thread-safe either way.
+  explicit fake_completion_source(bool notifies = false, bool parallel = false)
+      : m_notifies(notifies), m_parallel(parallel) {}
 
   //! The reactor to notify on each completion (when constructed with notifies = true).
   void attach(completion_reactor* r) { m_reactor.store(r); }
@@ -58,6 +61,7 @@ public:
     m_retired.fetch_add(1, std::memory_order_relaxed);
   }
   [[nodiscard]] bool notifies() const noexcept override { return m_notifies; }
+  [[nodiscard]] bool parallel_queries() const noexcept override { return m_parallel; }
 
   [[nodiscard]] std::uint64_t queries() const { return m_queries.load(); }
   [[nodiscard]] std::uint64_t retired() const { return m_retired.load(); }
@@ -70,6 +74,7 @@ private:
   }
 
   bool m_notifies;
+  bool m_parallel;
   std::atomic<completion_reactor*> m_reactor{nullptr};
   std::mutex m_mutex;
   std::unordered_map<std::uint64_t, completion_status> m_status;

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -41,14 +42,16 @@ class CancelTest : public ::testing::TestWithParam<cu::strategy> {
 protected:
   void SetUp() override {
     CUAWAIT_REQUIRE_GPU();
-    m_reactor = std::make_unique<cu::gpu_reactor>(GetParam());
-    m_previous = cu::install_reactor(m_reactor.get());
+    m_context =
+        std::make_unique<cu::device_context>(cu::device_context_options{.completion = GetParam()});
+    m_scope.emplace(*m_context);
+    m_reactor = &m_context->reactor();
   }
   void TearDown() override {
-    if (m_reactor) {
+    if (m_context) {
       (void)cudaDeviceSynchronize();
       m_reactor->reactor().drain();
-      cu::install_reactor(m_previous);
+      m_scope.reset();
     }
   }
   //! Requests a stop once a wait is pending in the reactor (or at once if already asked).
@@ -59,8 +62,9 @@ protected:
     stop.request_stop();
   }
 
-  std::unique_ptr<cu::gpu_reactor> m_reactor;
-  cu::gpu_reactor* m_previous = nullptr;
+  std::unique_ptr<cu::device_context> m_context;
+  std::optional<cu::context_scope> m_scope; // a context scope is per thread: awaits on this one
+  cu::gpu_reactor* m_reactor = nullptr;
 };
 
 TEST_P(CancelTest, AStopResumesAWaitOnAHeldKernelAtOnce) {

@@ -64,6 +64,8 @@ TEST(LibraryStatus, ACudaErrorStillThrowsCudaError) {
 // A failing cuBLAS call inside a coroutine reaches whoever awaits it, named.
 TEST(LibraryStatus, ACublasFailureReachesTheAwaiterNamed) {
   CUAWAIT_REQUIRE_GPU();
+  cu::device_context ctx;
+  const cu::context_scope scope(ctx);
   cublasHandle_t h = nullptr;
   ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
   cu::stream s;

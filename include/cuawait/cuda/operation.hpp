@@ -155,10 +155,11 @@ public:
       : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where,
                          std::move(op.m_token)),
         m_stream(op.m_stream) {}
+  //! @throws no_device_context (misuse, not a GPU failure) when the thread has no context.
   template <class Promise>
-  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+  bool await_suspend(std::coroutine_handle<Promise> h) {
     return ::cuawait::detail::with_wait_stop_token(
-        h, m_token, [&](const std::stop_token& t) noexcept { return submit(h, t); });
+        h, m_token, [&](const std::stop_token& t) { return submit(h, t); });
   }
   //! @throws operation_cancelled when a stop request ended the wait.
   result<void, cuda_error> await_resume() {
@@ -171,13 +172,13 @@ public:
   }
 
 private:
-  bool submit(std::coroutine_handle<> h, const std::stop_token& token) noexcept {
+  bool submit(std::coroutine_handle<> h, const std::stop_token& token) {
+    gpu_reactor& r = current_reactor(); // no_device_context propagates: misuse, not GPU
     try {
       ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
       if (m_wait.stop_before_submit(token)) {
         return false;
       }
-      gpu_reactor& r = current_reactor();
       r.source().arm(m_stream, m_wait.node());
       return m_wait.suspend(r.reactor(), h, token);
     } catch (const cuda_error& e) {

@@ -5,6 +5,7 @@
 //! CUDA stream handles: `stream_ref` (non-owning, cheap to copy, wraps any `cudaStream_t`,
 //! e.g. one owned by cuBLAS or PyTorch) and `stream` (owning, move-only).
 
+#include "cuawait/cuda/detail/lane_registry.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/library_status.hpp"
@@ -46,6 +47,13 @@ public:
 
   //! The native handle.
   [[nodiscard]] constexpr cudaStream_t get() const noexcept { return m_stream; }
+  //! The device the stream's work runs on (`cudaStreamGetDevice`).
+  //! @throws cuda_error (e.g. for a destroyed stream)
+  [[nodiscard]] int device() const {
+    int d = 0;
+    CUAWAIT_CUDA_CHECK("stream device", cudaStreamGetDevice(m_stream, &d));
+    return d;
+  }
 
   //! True when all work enqueued so far has completed (`cudaStreamQuery`).
   //! @throws cuda_error on any error other than `cudaErrorNotReady`.
@@ -303,6 +311,7 @@ private:
   }
   void destroy() noexcept {
     if (get() != nullptr) {
+      detail::forget_stream(get());
       check_noexcept(cudaStreamDestroy(release()), "stream destroy", "cudaStreamDestroy");
     }
   }
