@@ -250,21 +250,24 @@ detached race_waiter(completion_reactor& r, std::stop_token token, outcome& out,
 // resumes exactly once, with either the value or operation_cancelled, and never hangs.
 // Races cover every window: the stop while the coroutine is still inside await_suspend
 // (registering its callback), while it waits, and the completion seen by the test's poll
-// or by the reactor's own thread; resumption inline or through an executor thread.
+// by the reactor's own thread, or by an idle executor thread querying a claimed lane outside
+// the reactor's lock (parallel lane polling); resumption inline or through an executor.
 TEST(ReactorCancel, ThousandRandomRacesOfStopAgainstCompletion) {
   std::mt19937 rng(20261203);
   int values = 0, cancels = 0;
   ca::test::thread_resumer resumer(1);
   std::atomic<int> finished{0}; // outlives every waiter: each touches it last
   for (int i = 0; i < 1000; ++i) {
-    const bool reactor_thread = (rng() & 1U) != 0;
+    const unsigned driver = rng() % 3U; // 0: the test polls, 1: reactor thread, 2: idle polls
+    const bool reactor_thread = driver == 1;
     const bool via_executor = (rng() & 2U) != 0;
     const bool race_the_await = (rng() % 3U) == 0;
     const bool done_before = race_the_await && (rng() & 1U) != 0;
-    fake_completion_source src(reactor_thread);
+    fake_completion_source src(reactor_thread, /*parallel=*/driver == 2);
     reactor_options opts = manual();
     opts.start_thread = reactor_thread;
     completion_reactor r(src, opts);
+    const auto poll = [&] { driver == 2 ? r.poll_idle() : r.poll(); };
     src.attach(&r);
     std::stop_source stop;
     outcome out;
@@ -282,7 +285,7 @@ TEST(ReactorCancel, ThousandRandomRacesOfStopAgainstCompletion) {
           src.complete(42);
         }
         if (!reactor_thread) {
-          r.poll();
+          poll();
         }
       });
     } else {
@@ -290,7 +293,7 @@ TEST(ReactorCancel, ThousandRandomRacesOfStopAgainstCompletion) {
       ca::test::race_stop_request(stop, [&] {
         src.complete(42);
         if (!reactor_thread) {
-          r.poll();
+          poll();
         }
       });
     }
@@ -303,7 +306,7 @@ TEST(ReactorCancel, ThousandRandomRacesOfStopAgainstCompletion) {
       // A waiter started on the executor thread may submit after the racing poll: keep
       // polling (the reactor's job) until it has resumed.
       while (finished.load() != expected) {
-        r.poll();
+        poll();
         std::this_thread::yield();
       }
     }
