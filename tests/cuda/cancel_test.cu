@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -186,6 +187,42 @@ TEST_P(CancelTest, TwoHundredRacesOfStopAgainstCompletion) {
   (void)cudaFree(d);
   EXPECT_EQ(done + cancelled, 200);
   EXPECT_EQ(m_reactor->reactor().pending(), 0U);
+}
+
+// Cleanup after a cancellation: drain() waits for the abandoned work although the
+// coroutine's token is stopped.
+TEST_P(CancelTest, DrainWaitsForTheStreamDespiteAStop) {
+  ca::test::spin_control ctl;
+  ASSERT_NE(ctl.device, nullptr);
+  cu::stream s;
+  std::stop_source stop;
+  stop.request_stop();
+  std::atomic<bool> drained{false};
+  bool cancelled = false;
+  const auto body = [&]() -> task<void> {
+    try {
+      co_await s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device,
+                        ctl.device + 1);
+    } catch (const ca::operation_cancelled&) {
+      cancelled = true;
+    }
+    co_await s.drain();
+    drained.store(true);
+  };
+  std::thread waiter([&] {
+    const cu::context_scope here(*m_context);
+    ca::sync_wait(body().with_stop_token(stop.get_token()));
+  });
+  while (m_reactor->reactor().pending() == 0) {
+    std::this_thread::yield(); // until drain() waits
+  }
+  EXPECT_FALSE(drained.load());
+  EXPECT_EQ(ctl.outcome(), 0);
+  ctl.release();
+  waiter.join();
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(drained.load());
+  EXPECT_EQ(ctl.outcome(), 1); // drained means the kernel had finished
 }
 
 // Acquisition: a stream lease waited for gives up at a stop, leasing nothing.

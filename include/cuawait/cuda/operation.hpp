@@ -84,9 +84,20 @@ protected:
     m_wait.node().operation = what;
   }
 
+  //! The token the wait honours: `m_token` when given, none after `ignore_stop`, else
+  //! the awaiting coroutine's.
+  template <class Promise, class F>
+  bool with_token(std::coroutine_handle<Promise> h, F&& f) {
+    if (m_ignore_stop) {
+      return static_cast<F&&>(f)(std::stop_token{});
+    }
+    return ::cuawait::detail::with_wait_stop_token(h, m_token, static_cast<F&&>(f));
+  }
+
   ::cuawait::detail::reactor_wait m_wait;
   std::source_location m_where;
   std::stop_token m_token; //!< given with `with_stop_token`; else the awaiter's is used
+  bool m_ignore_stop = false;
 };
 
 } // namespace detail
@@ -115,13 +126,21 @@ public:
   //! the coroutine resumes with that exception).
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> h) {
-    return ::cuawait::detail::with_wait_stop_token(
-        h, m_token, [&](const std::stop_token& t) { return submit(h, t); });
+    return with_token(h, [&](const std::stop_token& t) { return submit(h, t); });
   }
 
   //! The same wait, cancellable through `token` instead of the awaiting coroutine's.
   [[nodiscard]] operation with_stop_token(std::stop_token token) && noexcept {
     m_token = std::move(token);
+    m_ignore_stop = false;
+    return std::move(*this);
+  }
+  //! The same wait, not cancellable at all: it ends only when the work has finished. For
+  //! cleanup after a cancellation, when memory the abandoned work touches must outlive it
+  //! (see docs/CANCELLATION.md and `stream_ref::drain`).
+  [[nodiscard]] operation ignore_stop() && noexcept {
+    m_token = {};
+    m_ignore_stop = true;
     return std::move(*this);
   }
 
@@ -154,12 +173,13 @@ public:
   explicit try_awaiter(operation&& op) noexcept
       : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where,
                          std::move(op.m_token)),
-        m_stream(op.m_stream) {}
+        m_stream(op.m_stream) {
+    m_ignore_stop = op.m_ignore_stop;
+  }
   //! @throws no_device_context (misuse, not a GPU failure) when the thread has no context.
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> h) {
-    return ::cuawait::detail::with_wait_stop_token(
-        h, m_token, [&](const std::stop_token& t) { return submit(h, t); });
+    return with_token(h, [&](const std::stop_token& t) { return submit(h, t); });
   }
   //! @throws operation_cancelled when a stop request ended the wait.
   result<void, cuda_error> await_resume() {

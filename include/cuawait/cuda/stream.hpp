@@ -222,6 +222,12 @@ public:
 
   //! `co_await s`: waits for all work enqueued on the stream so far.
   operation operator co_await() const noexcept { return {m_stream, "stream"}; }
+  //! `co_await s.drain()`: the same, ignoring stop requests. For cleanup after a
+  //! cancellation: before memory that abandoned work may still touch is let go without
+  //! stream order (an arena slot, a plain `cudaFree`), see docs/CANCELLATION.md.
+  [[nodiscard]] operation drain() const noexcept {
+    return operation{m_stream, "stream drain"}.ignore_stop();
+  }
 
 private:
   template <class... Params, class... Args>
