@@ -67,7 +67,9 @@ struct reactor_trace {
   //! A coroutine suspends on `w` (its operation, lane and token are set). Awaiting thread.
   void (*on_suspend)(void* context, const detail::wait_node& w) = nullptr;
   //! The reactor saw `w` finish (`w.status`) and hands it to `w.exec` (nullptr: resumes
-  //! it inline on the reactor's thread). Reactor thread, under its lock.
+  //! it inline on the reactor's thread). Reactor thread, under its lock; or, for a wait a
+  //! stop request withdrew (`completion_reactor::cancel`, status `cancelled`), the thread
+  //! that requested the stop, under the lock too.
   void (*on_complete)(void* context, const detail::wait_node& w) = nullptr;
   //! `w`'s coroutine runs again on the calling thread, executor `current_executor()`. Also
   //! called right after `on_suspend`, with `w.resolved_ns == 0`, when the work had already
