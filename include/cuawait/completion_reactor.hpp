@@ -115,6 +115,11 @@ public:
   //! Returns how many were cancelled.
   std::size_t cancel_all();
 
+  //! Ends every pending wait as a stop request would (`completion_status::error` set to
+  //! `detail::stopped_by_request`, which the awaiters report as `operation_cancelled`); the
+  //! work itself runs on. For `runtime::stop()`. Returns how many were ended.
+  std::size_t stop_all();
+
   //! Wakes the polling thread if parked (and calls the idle waker). Safe from any thread,
   //! including a CUDA callback.
   void notify() noexcept;

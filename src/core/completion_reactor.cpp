@@ -369,6 +369,17 @@ std::size_t completion_reactor::cancel_all() {
   return n;
 }
 
+std::size_t completion_reactor::stop_all() {
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    n = m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::cancelled, detail::stopped_by_request);
+  }
+  run_ready_inline();
+  return n;
+}
+
 void completion_reactor::wake() noexcept {
   if (m_idle_waker != nullptr) {
     m_idle_waker(m_idle_waker_context);

@@ -31,6 +31,10 @@ struct completion_status {
 
 namespace detail {
 
+//! `completion_status::error` of a wait ended by `completion_reactor::stop_all` (state
+//! `cancelled`): a stop request for every wait at once, not a shutdown.
+inline constexpr int stopped_by_request = -1;
+
 struct reactor_lane;
 
 //! Scratch space of the tracing hooks (`reactor_trace`): `on_suspend` may write it, the

@@ -121,6 +121,10 @@ public:
       m_submitted = false;
       m_reactor->on_resumed(m_node);
     }
+    if (m_node.status.state == completion_state::cancelled &&
+        m_node.status.error == stopped_by_request) {
+      m_stopped = true; // completion_reactor::stop_all: a stop request for every wait
+    }
     return m_node.status;
   }
 
