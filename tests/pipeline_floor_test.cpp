@@ -36,7 +36,7 @@ TEST(PipelineFloor, EachTermFollowsItsDefinition) {
 
 TEST(PipelineFloor, W3IsBoundByPcieBothWays) {
   const floor_terms t = compute_floor(workload{1000, 4194304, 200, 20}, h200_like());
-  EXPECT_NEAR(t.floor_us, 82.5, 0.1); // docs/WORKLOAD.md: 82.5 (PCIe both ways)
+  EXPECT_NEAR(t.floor_us, 82.5, 0.1); // 82.5 on the H200 (PCIe both ways)
 }
 
 TEST(PipelineFloor, TheLargestTermWins) {
