@@ -113,8 +113,9 @@ TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
 // parked poller through the waker, the second is found by its timed poll. If every worker
 // parked without a timeout while a wait was pending, nothing would ever poll again: the
 // round hangs and the CTest timeout fails the test.
-void rounds_after_parking(bool notifies) {
+void rounds_after_parking(bool notifies, std::size_t idle_spinners = static_cast<std::size_t>(-1)) {
   reactor_options o = without_thread();
+  o.idle_spinners = idle_spinners;
   o.spin_window = 1us;
   o.park_poll = 200us;
   polled_pool p(3, notifies, o);
@@ -138,6 +139,13 @@ void rounds_after_parking(bool notifies) {
 TEST(IdlePolling, NoLostWakeUpWhenTheSourceNotifies) { rounds_after_parking(true); }
 
 TEST(IdlePolling, NoLostWakeUpWhenTheSourceIsOnlyPolled) { rounds_after_parking(false); }
+
+// With spinners capped at the pending waits, the workers beyond the cap park at once: the
+// one allowed to spin (or the timed poller) must still find every completion.
+TEST(IdlePolling, NoLostWakeUpWithSpinnersCappedAtThePendingWaits) {
+  rounds_after_parking(false, 0);
+  rounds_after_parking(true, 0);
+}
 
 TEST(IdlePolling, ADestroyedWaiterIsNeverResumed) {
   polled_pool p(2);

@@ -182,11 +182,29 @@ bool completion_reactor::withdraw(wait_node& w) noexcept {
   return true;
 }
 
-void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+bool completion_reactor::cancel(wait_node& w) noexcept {
+  const std::lock_guard lock(m_mutex);
+  if (w.state != node_state::waiting) {
+    return false; // resolved (and handed over, or about to be), or never submitted
+  }
+  settle_locked(w, {completion_state::cancelled, 0});
+  w.state = node_state::resolved;
+  m_counters.stopped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void completion_reactor::settle_locked(wait_node& w, completion_status st) noexcept {
   unlink_locked(w);
   w.status = st;
   w.resolved_ns = now_ns();
   m_source->retire(w);
+  if (m_trace.on_complete != nullptr) {
+    m_trace.on_complete(m_trace.context, w);
+  }
+}
+
+void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+  settle_locked(w, st);
   switch (st.state) {
   case completion_state::cancelled:
     m_counters.cancelled.fetch_add(1, std::memory_order_relaxed);
@@ -199,8 +217,14 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
     m_counters.failures.fetch_add(1, std::memory_order_relaxed);
     break;
   }
-  if (m_trace.on_complete != nullptr) {
-    m_trace.on_complete(m_trace.context, w);
+  if (w.arrival != nullptr) {
+    // A cancellable wait: its await_suspend may still be registering the stop callback.
+    // Resolved first (a stop callback then finds nothing to cancel); if await_suspend has
+    // not arrived yet, it sees this arrival and does not suspend, and `w` may be gone.
+    w.state = node_state::resolved;
+    if (!w.arrival->exchange(true, std::memory_order_acq_rel)) {
+      return;
+    }
   }
   if (w.exec != nullptr) {
     // Posted under the lock so that a concurrent withdraw() either wins (never resumed)
@@ -500,6 +524,13 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
   return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
 }
 
+std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
+  if (m_options.idle_spinners != 0) {
+    return m_options.idle_spinners; // a fixed number, or every idle thread
+  }
+  return std::max<std::size_t>(1, m_pending_count.load(std::memory_order_relaxed));
+}
+
 std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
   return m_source->notifies() ? std::max(m_options.park_poll * 10, m_options.stall_probe)
                               : m_options.park_poll;
@@ -533,6 +564,7 @@ reactor_stats completion_reactor::stats() const {
   s.failures = c.failures.load(std::memory_order_relaxed);
   s.withdrawn = c.withdrawn.load(std::memory_order_relaxed);
   s.cancelled = c.cancelled.load(std::memory_order_relaxed);
+  s.stopped = c.stopped.load(std::memory_order_relaxed);
   s.queries = c.queries.load(std::memory_order_relaxed);
   s.sweeps = c.sweeps.load(std::memory_order_relaxed);
   s.spin_ns = c.spin_ns.load(std::memory_order_relaxed);

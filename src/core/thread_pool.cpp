@@ -138,20 +138,21 @@ struct thread_pool::impl {
     idle_source* const src = source.load();
     bool found = false;
     if (src != nullptr && src->idle_pending()) {
-      spinners.fetch_add(1);
-      for (unsigned round = 1; !found; ++round) {
-        if (any_work_visible() || stopping.load() || source.load() != src) {
-          found = true;
-        } else if (poll_source(*src)) {
-          found = true;
-        } else if (!src->idle_keep_spinning()) {
-          break;
-        } else if (round % 64 == 0) {
-          std::this_thread::yield(); // polite when the machine is oversubscribed
-        } else {
-          detail::cpu_relax();
+      if (spinners.fetch_add(1) < src->idle_spinners_wanted()) {
+        for (unsigned round = 1; !found; ++round) {
+          if (any_work_visible() || stopping.load() || source.load() != src) {
+            found = true;
+          } else if (poll_source(*src)) {
+            found = true;
+          } else if (!src->idle_keep_spinning()) {
+            break;
+          } else if (round % 64 == 0) {
+            std::this_thread::yield(); // polite when the machine is oversubscribed
+          } else {
+            detail::cpu_relax();
+          }
         }
-      }
+      } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
     }
     source_users.fetch_sub(1);

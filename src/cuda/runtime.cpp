@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace cuawait {
@@ -23,11 +24,30 @@ bool use_reactor_thread(bool asked) {
   return std::string(env) != "0";
 }
 
+//! `CUAWAIT_IDLE_SPINNERS=N` (or `all`) overrides `reactor_options::idle_spinners`, so one
+//! binary can compare spinning policies.
+std::size_t idle_spinners(std::size_t asked) {
+  const char* env = std::getenv("CUAWAIT_IDLE_SPINNERS");
+  if (env == nullptr || *env == '\0') {
+    return asked;
+  }
+  if (std::string(env) == "all") {
+    return static_cast<std::size_t>(-1);
+  }
+  try {
+    return static_cast<std::size_t>(std::stoul(env));
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string("CUAWAIT_IDLE_SPINNERS=") + env +
+                                ": not a number of threads (or 'all')");
+  }
+}
+
 cuda::device_context_options context_options(const runtime_options& o) {
   cuda::device_context_options c;
   c.device = o.device;
   c.completion = o.strategy;
   c.reactor = with_thread(o.reactor, use_reactor_thread(o.reactor_thread));
+  c.reactor.idle_spinners = idle_spinners(o.reactor.idle_spinners);
   return c;
 }
 } // namespace

@@ -4,7 +4,6 @@
 // error); a context used on one thread keeps working on the thread its reactor resumes on.
 
 #include "common/gpu.hpp"
-#include "common/spin_kernel.cuh"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -14,6 +13,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -127,55 +127,62 @@ TEST(DeviceContextTest, StreamsKnowTheirDevice) {
   EXPECT_EQ(ctx.device(), cu::device::current_id());
 }
 
-TEST(DeviceContextTest, PerThreadDefaultStreamsOfTwoThreadsNeverResolveEachOther) {
+TEST(DeviceContextTest, TheDefaultStreamsNeverShareATimelineCounter) {
   CUAWAIT_REQUIRE_GPU();
-  // Every strategy; the timeline one once kept one counter per stream handle, and the
-  // per-thread default stream is one handle naming a different stream on each thread.
+  // The per-thread default stream is one handle naming a different stream on each thread,
+  // the legacy one a stream per device: a counter keyed by the handle would be shared by
+  // several streams, and a later ticket written by one could resolve an earlier wait of
+  // another. The timeline strategy marks them with events instead (no counter kept).
+  cu::device_context ctx(cu::device_context_options{.completion = cu::strategy::timeline});
+  const cu::context_scope here(ctx);
+  cuawait::sync_wait([]() -> cuawait::task<void> {
+    co_await cu::stream_ref(cudaStreamPerThread);
+    co_await cu::stream_ref(cudaStreamLegacy);
+  }());
+  EXPECT_EQ(ctx.reactor().source().stream_state_count(), 0U);
+  cu::stream own;
+  cuawait::sync_wait([](cu::stream_ref s) -> cuawait::task<void> { co_await s; }(own));
+  EXPECT_EQ(ctx.reactor().source().stream_state_count(), 1U); // an ordinary stream has one
+}
+
+TEST(DeviceContextTest, PerThreadDefaultStreamsOfSeveralThreadsEachGetTheirOwnResults) {
+  CUAWAIT_REQUIRE_GPU();
   for (const cu::strategy st : {cu::strategy::timeline, cu::strategy::event_poll,
                                 cu::strategy::stream_poll, cu::strategy::host_callback}) {
     SCOPED_TRACE(cu::to_string(st));
     cu::device_context ctx(cu::device_context_options{.completion = st});
-    cuawait::test::spin_control ctl;
-    ASSERT_NE(ctl.device, nullptr);
-    int* scratch = nullptr;
-    ASSERT_EQ(cudaMalloc(&scratch, sizeof(int)), cudaSuccess);
-    // Load the fast thread's kernel first: with lazy module loading (CUDA's default),
-    // loading it while the spin kernel runs waits for that kernel.
-    add_one<<<1, 1>>>(scratch);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::atomic<bool> slow_resumed{false};
-    std::atomic<bool> slow_pending{false};
-    std::thread slow([&] {
-      const cu::context_scope here(ctx);
-      cuawait::sync_wait([&]() -> cuawait::task<void> {
-        const cu::stream_ref mine(cudaStreamPerThread);
-        mine.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
-                    ctl.device + 1);
-        slow_pending.store(true);
-        co_await mine;
-        slow_resumed.store(true);
-      }());
-    });
-    while (!slow_pending.load()) {
-      std::this_thread::yield();
-    }
-    // Another thread's per-thread stream finishes many times while the first is busy.
-    std::thread fast([&] {
-      const cu::context_scope here(ctx);
-      cuawait::sync_wait([&]() -> cuawait::task<void> {
-        const cu::stream_ref mine(cudaStreamPerThread);
-        for (int i = 0; i < 20; ++i) {
-          co_await mine.launch(add_one, dim3(1), dim3(1), scratch);
+    constexpr int threads = 4, rounds = 200;
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] {
+        const cu::context_scope here(ctx);
+        int* d = nullptr;
+        if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) {
+          wrong.fetch_add(rounds);
+          return;
         }
-      }());
-    });
-    fast.join();
-    EXPECT_FALSE(slow_resumed.load()) << "resumed before its kernel was released";
-    ctl.release();
-    slow.join();
-    EXPECT_TRUE(slow_resumed.load());
-    EXPECT_EQ(ctl.outcome(), 1) << "the spin kernel timed out";
-    (void)cudaFree(scratch);
+        cuawait::sync_wait([&]() -> cuawait::task<void> {
+          for (int r = 0; r < rounds; ++r) {
+            // The awaits resume on the context's reactor thread, whose own per-thread
+            // stream is another stream again: each round names the stream it uses.
+            const cu::stream_ref mine(cudaStreamPerThread);
+            co_await mine.memset(d, 0, 1);
+            co_await mine.launch(add_one, dim3(1), dim3(1), d);
+            int host = -1;
+            co_await mine.copy(&host, d, 1);
+            if (host != 1) {
+              wrong.fetch_add(1);
+            }
+          }
+        }());
+        (void)cudaFree(d);
+      });
+    }
+    for (auto& t : ts) {
+      t.join();
+    }
+    EXPECT_EQ(wrong.load(), 0);
   }
 }
 
