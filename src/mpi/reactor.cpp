@@ -150,6 +150,9 @@ bool reactor::submit(request_awaiter& a) {
       a.m_outcome = request_awaiter::outcome::done; // an empty status (MPI's rule for null)
       return false;
     }
+    if (m_options.test_on_start && test_now_locked(a, req)) {
+      return false;
+    }
     a.m_index = m_requests.size();
     a.m_queued = true;
     m_requests.push_back(req); // capacity reserved above: cannot throw
@@ -158,6 +161,24 @@ bool reactor::submit(request_awaiter& a) {
     m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   }
   wake();
+  return true;
+}
+
+bool reactor::test_now_locked(request_awaiter& a, MPI_Request& req) noexcept {
+  int flag = 0;
+  const int rc = MPI_Test(&req, &flag, &a.m_status);
+  if (rc != MPI_SUCCESS) {
+    a.m_error = rc;
+    a.m_api = "MPI_Test";
+    a.m_outcome = request_awaiter::outcome::failed;
+  } else if (flag != 0) {
+    a.m_outcome = request_awaiter::outcome::done;
+  } else {
+    return false;
+  }
+  if (a.m_user_request != nullptr) {
+    *a.m_user_request = req;
+  }
   return true;
 }
 

@@ -61,6 +61,10 @@ struct reactor_options {
   std::chrono::nanoseconds spin_window = std::chrono::milliseconds(2);
   //! Afterwards, with requests pending, a parked poller polls this often.
   std::chrono::nanoseconds park_period = std::chrono::microseconds(100);
+  //! Test each request once (`MPI_Test`) right after starting or adopting it, and do not
+  //! suspend when it is complete already: a small eager send usually is, and a receive
+  //! whose message has arrived. Costs one `MPI_Test` per operation that does suspend.
+  bool test_on_start = true;
 };
 
 //! Awaitable MPI requests, completed in batches by `MPI_Testsome`. Thread-safe.
@@ -210,6 +214,8 @@ private:
   //! Starts (or adopts) the request of `a` and queues it. False when `a` is finished
   //! already (failed to start, or a null request): the caller does not suspend.
   bool submit(request_awaiter& a);
+  //! `MPI_Test` of a request just started: true (and `a` finished) when it is complete.
+  bool test_now_locked(request_awaiter& a, MPI_Request& req) noexcept;
   void request_cancel(request_awaiter& a) noexcept;
   void remove_locked(request_awaiter& a) noexcept;
   void grow_locked();
