@@ -23,9 +23,15 @@ std::string format(int code, const char* operation, const char* api) {
     s += ')';
   }
   s += ": ";
-  s += error_class_name(class_of(code));
-  s += ": ";
-  s += error_string(code);
+  const std::string name = error_class_name(class_of(code));
+  const std::string message = error_string(code);
+  // Open MPI's messages start with the class name already ("MPI_ERR_TRUNCATE: message
+  // truncated"); others do not.
+  if (message.compare(0, name.size(), name) != 0) {
+    s += name;
+    s += ": ";
+  }
+  s += message;
   return s;
 }
 

@@ -168,8 +168,7 @@ bool reactor::test_now_locked(request_awaiter& a, MPI_Request& req) noexcept {
   int flag = 0;
   const int rc = MPI_Test(&req, &flag, &a.m_status);
   if (rc != MPI_SUCCESS) {
-    a.m_error = rc;
-    a.m_api = "MPI_Test";
+    a.m_error = rc; // named after the call that started the request, as in a poll
     a.m_outcome = request_awaiter::outcome::failed;
   } else if (flag != 0) {
     a.m_outcome = request_awaiter::outcome::done;

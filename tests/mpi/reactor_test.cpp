@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <stop_token>
 #include <string>
@@ -139,6 +140,7 @@ TEST_F(mpi_reactor, truncated_message_is_a_named_error_for_its_receiver_only) {
       } catch (const mpi::mpi_error& e) {
         EXPECT_EQ(e.error_class(), MPI_ERR_TRUNCATE);
         EXPECT_EQ(e.operation(), "cuawait::mpi::recv");
+        EXPECT_EQ(e.api(), "MPI_Irecv");
         co_return e.what();
       }
       co_return "no error";
@@ -148,6 +150,9 @@ TEST_F(mpi_reactor, truncated_message_is_a_named_error_for_its_receiver_only) {
     co_return what;
   };
   const std::string what = ca::sync_wait(body());
+  if (w.rank == 0) {
+    std::printf("truncation reported as: %s\n", what.c_str());
+  }
   EXPECT_NE(what.find("cuawait::mpi::recv"), std::string::npos) << what;
   EXPECT_NE(what.find("MPI_ERR_TRUNCATE"), std::string::npos) << what;
   EXPECT_EQ(mpi.pending(), 0u);
