@@ -28,11 +28,11 @@ ca::task<double> ring_step(ca::thread_pool& pool, mpi::reactor& m, int rank, int
     return MPI_Iallreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r);
   });
 
-  // A message nobody sends: the timer wins, the receive is cancelled (MPI_Cancel), and
-  // when_any resumes once MPI has let go of `never`.
+  // A message nobody sends: at the deadline the receive is cancelled (MPI_Cancel), and the
+  // coroutine resumes once MPI has let go of `never`: nullopt (a status if it had come).
   int never = 0;
-  auto r = co_await ca::when_any(m.recv(&never, 1, MPI_INT, left, /*tag=*/1), ca::sleep_for(50ms));
-  if (r.index == 1 && rank == 0) {
+  const auto st = co_await mpi::with_deadline(m.recv(&never, 1, MPI_INT, left, /*tag=*/1), 50ms);
+  if (!st && rank == 0) {
     std::printf("no message on tag 1 within 50 ms: receive cancelled\n");
   }
   co_return sum;

@@ -7,6 +7,7 @@
 
 #include "cuawait/cuawait.hpp"
 #include "cuawait/mpi/datatype.hpp"
+#include "cuawait/mpi/deadline.hpp"
 #include "cuawait/mpi/environment.hpp"
 #include "cuawait/mpi/error.hpp"
 #include "cuawait/mpi/reactor.hpp"

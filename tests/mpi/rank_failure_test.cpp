@@ -38,8 +38,8 @@ ca::task<verdict> survive(ca::thread_pool& pool, mpi::reactor& m, int peer) {
   for (int i = 0; i < stream_length; ++i) {
     int value = -1;
     try {
-      auto r = co_await ca::when_any(m.recv(&value, 1, MPI_INT, peer, i), ca::sleep_for(500ms));
-      if (r.index == 1) {
+      const auto st = co_await mpi::with_deadline(m.recv(&value, 1, MPI_INT, peer, i), 500ms);
+      if (!st) {
         v.how = ending::deadline;
         break;
       }

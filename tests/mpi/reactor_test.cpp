@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -236,6 +237,80 @@ TEST_F(mpi_reactor, stop_requested_before_the_await_never_starts_the_operation) 
     EXPECT_EQ(mpi.pending(), 0u);
   };
   ca::sync_wait(body());
+}
+
+//! Posts its receive before its first suspension (so when_all has posted them all before it
+//! starts the next child).
+ca::task<int> receive_by(mpi::reactor& mpi, int source, int tag, MPI_Comm comm,
+                         std::chrono::microseconds deadline) {
+  int v = -1;
+  const auto st =
+      co_await mpi::with_deadline(mpi.recv(&v, 1, MPI_INT, source, tag, comm), deadline);
+  if (!st) {
+    EXPECT_EQ(v, -1) << "a cancelled receive wrote into its buffer";
+    co_return -1;
+  }
+  EXPECT_EQ(st->MPI_TAG, tag);
+  co_return v;
+}
+
+// Deadlines of 0 to 20 ms race the arrivals: each receive either gets its message (perhaps
+// after its cancellation was asked for: with_deadline reports it, when_any would drop it) or
+// is cancelled and leaves the message to a later receive. No message is lost or taken twice.
+TEST_F(mpi_reactor, random_deadlines_race_arrivals_and_every_message_is_received_once) {
+  constexpr int n = 200;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm); // leftovers cannot reach the other tests
+  std::mt19937 rng(static_cast<unsigned>(12345 + w.rank));
+  std::uniform_int_distribution<int> micros(0, 20000);
+  std::vector<int> values(n);
+  for (int tag = 0; tag < n; ++tag) {
+    values[static_cast<std::size_t>(tag)] = w.rank * 100000 + tag;
+  }
+  auto body = [&]() -> ca::task<std::vector<int>> {
+    co_await pool.schedule();
+    MPI_Barrier(comm); // blocks a worker briefly: the other one polls meanwhile
+    std::vector<ca::task<int>> receives;
+    for (int tag = 0; tag < n; ++tag) {
+      receives.push_back(
+          receive_by(mpi, w.left(), tag, comm, std::chrono::microseconds(micros(rng))));
+    }
+    auto sends = [&]() -> ca::task<void> { // even tags only: odd ones never arrive
+      // The messages come spread over the deadlines (the ranks left a barrier together).
+      for (int tag = 0; tag < n; tag += 2) {
+        co_await ca::sleep_for(30us);
+        co_await mpi.send(&values[static_cast<std::size_t>(tag)], 1, MPI_INT, w.right(), tag, comm);
+      }
+    };
+    auto [got, none] = co_await ca::when_all(ca::when_all(std::move(receives)), sends());
+    (void)none;
+    co_return std::move(got);
+  };
+  const std::vector<int> got = ca::sync_wait(body());
+  EXPECT_EQ(mpi.pending(), 0u);
+  int raced = 0;
+  for (int tag = 0; tag < n; ++tag) {
+    const int expected = w.left() * 100000 + tag;
+    const int g = got[static_cast<std::size_t>(tag)];
+    if (tag % 2 == 1) {
+      EXPECT_EQ(g, -1) << "tag " << tag << " was never sent";
+    } else if (g == -1) {
+      // The deadline won and the receive was cancelled: the message is still MPI's.
+      int v = -1;
+      MPI_Recv(&v, 1, MPI_INT, w.left(), tag, comm, MPI_STATUS_IGNORE);
+      EXPECT_EQ(v, expected) << "tag " << tag;
+    } else {
+      EXPECT_EQ(g, expected) << "tag " << tag;
+      ++raced;
+    }
+  }
+  MPI_Barrier(comm);
+  int left_over = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &left_over, MPI_STATUS_IGNORE);
+  EXPECT_EQ(left_over, 0) << "a message was neither received nor left for a later receive";
+  MPI_Comm_free(&comm);
+  std::printf("rank %d: %d of %d sent messages received before their deadline\n", w.rank, raced,
+              n / 2);
 }
 
 TEST(mpi_progress_thread, plain_thread_awaits_through_sync_wait) {

@@ -46,6 +46,9 @@ public:
   request_awaiter& operator=(request_awaiter&&) = delete;
   ~request_awaiter() = default;
 
+  //! Replaces the stop token (before the `co_await`).
+  void set_stop_token(std::stop_token token) noexcept { m_token = std::move(token); }
+
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
   template <class Promise>
