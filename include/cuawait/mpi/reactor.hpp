@@ -22,8 +22,9 @@
 //! }
 //! ```
 //!
-//! Deadlines: a receive raced against a timer is cancelled when the timer wins:
-//! `co_await when_any(mpi.recv(buf, src, tag), sleep_for(2s))` (docs/MPI.md).
+//! Deadlines: `co_await mpi::with_deadline(mpi.recv(buf, src, tag), 2s)` cancels the receive
+//! at the deadline and yields its status, or nullopt when it was cancelled (deadline.hpp,
+//! docs/MPI.md).
 
 #include "cuawait/idle_source.hpp"
 #include "cuawait/mpi/datatype.hpp"

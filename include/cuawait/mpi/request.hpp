@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <optional>
 #include <stop_token>
+#include <type_traits>
 #include <utility>
 
 namespace cuawait::mpi {
