@@ -16,6 +16,7 @@
 #include "cuawait/completion_source.hpp"
 #include "cuawait/deadline.hpp"
 #include "cuawait/executor.hpp"
+#include "cuawait/idle_source_set.hpp"
 #include "cuawait/inline_executor.hpp"
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/result.hpp"
