@@ -44,8 +44,8 @@ void wake(void* pool) noexcept { static_cast<ca::thread_pool*>(pool)->wake_idle_
 //! A pool polling a thread-less reactor over a fake source, wired like `runtime` does.
 struct polled_pool {
   explicit polled_pool(std::size_t threads, bool notifies = false,
-                       reactor_options options = without_thread())
-      : source(notifies), reactor(source, options), pool(threads) {
+                       reactor_options options = without_thread(), bool parallel = false)
+      : source(notifies, parallel), reactor(source, options), pool(threads) {
     source.attach(&reactor);
     reactor.set_idle_waker(&wake, &pool);
     pool.set_idle_source(&reactor);
@@ -113,8 +113,9 @@ TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
 // parked poller through the waker, the second is found by its timed poll. If every worker
 // parked without a timeout while a wait was pending, nothing would ever poll again: the
 // round hangs and the CTest timeout fails the test.
-void rounds_after_parking(bool notifies) {
+void rounds_after_parking(bool notifies, std::size_t idle_spinners = static_cast<std::size_t>(-1)) {
   reactor_options o = without_thread();
+  o.idle_spinners = idle_spinners;
   o.spin_window = 1us;
   o.park_poll = 200us;
   polled_pool p(3, notifies, o);
@@ -138,6 +139,13 @@ void rounds_after_parking(bool notifies) {
 TEST(IdlePolling, NoLostWakeUpWhenTheSourceNotifies) { rounds_after_parking(true); }
 
 TEST(IdlePolling, NoLostWakeUpWhenTheSourceIsOnlyPolled) { rounds_after_parking(false); }
+
+// With spinners capped at the pending waits, the workers beyond the cap park at once: the
+// one allowed to spin (or the timed poller) must still find every completion.
+TEST(IdlePolling, NoLostWakeUpWithSpinnersCappedAtThePendingWaits) {
+  rounds_after_parking(false, 0);
+  rounds_after_parking(true, 0);
+}
 
 TEST(IdlePolling, ADestroyedWaiterIsNeverResumed) {
   polled_pool p(2);
@@ -220,6 +228,91 @@ TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
   EXPECT_EQ(sum.load(), n * (n - 1) / 2);
   EXPECT_EQ(p.reactor.pending(), 0u);
   EXPECT_EQ(p.source.retired(), n);
+}
+
+//! Many waits on many lanes, idle workers querying different lanes at once outside the
+//! reactor's lock (a source that allows parallel queries, like event and stream polling).
+TEST(IdlePolling, ParallelLanePollingResolvesEveryWaitOnceOnItsExecutor) {
+  constexpr std::uint64_t n = 20000;
+  constexpr std::uint64_t lanes = 16;
+  polled_pool p(6, false, without_thread(), true);
+  std::atomic<std::uint64_t> sum{0};
+  std::atomic<std::uint64_t> wrong{0};
+  auto one = [&](std::uint64_t token) -> ca::task<void> {
+    co_await p.pool.schedule();
+    const auto st = co_await fake_wait(p.reactor, token % lanes, token);
+    if (st.state != completion_state::done || !p.pool.on_worker_thread()) {
+      wrong.fetch_add(1);
+    }
+    sum.fetch_add(token);
+  };
+  std::vector<ca::task<void>> all;
+  all.reserve(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    all.push_back(one(i));
+  }
+  std::thread completer([&] {
+    std::vector<std::uint64_t> order(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      order[i] = i;
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+    for (const std::uint64_t t : order) {
+      p.source.complete(t);
+    }
+  });
+  ca::sync_wait(ca::when_all(std::move(all)));
+  completer.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+  EXPECT_EQ(p.reactor.pending(), 0u);
+  EXPECT_EQ(p.source.retired(), n);
+}
+
+//! A claimer queries a copy of a lane's oldest wait; when that wait is withdrawn and
+//! another takes its place, the claimer's answer about the old one is never applied to the
+//! new one.
+TEST(IdlePolling, AnAnswerAboutAWithdrawnWaitIsNeverGivenToItsSuccessor) {
+  reactor_options o = without_thread();
+  o.claim_spin = std::chrono::milliseconds(2); // claimers hold their lane a long time
+  o.stall_probe = std::chrono::seconds(10);    // and stay in parallel mode
+  polled_pool p(3, false, o, true);
+  for (std::uint64_t round = 0; round < 200; ++round) {
+    const std::uint64_t old_token = 1'000'000 + 2 * round;
+    const std::uint64_t new_token = old_token + 1;
+    std::atomic<int> old_resumed{0};
+    auto old_body = [&]() -> ca::test::owned_coroutine {
+      (void)co_await fake_wait(p.reactor, 9, old_token);
+      old_resumed.fetch_add(1);
+    };
+    ca::test::owned_coroutine old_wait = old_body();
+    // Let a worker claim the lane and start querying the old wait.
+    const std::uint64_t q0 = p.source.queries();
+    while (p.source.queries() < q0 + 2) {
+      std::this_thread::yield();
+    }
+    old_wait.handle.destroy(); // withdrawn while claimed
+    p.source.complete(old_token);
+    std::atomic<bool> new_done{false};
+    std::thread waiter([&] {
+      const auto st = ca::sync_wait([&]() -> ca::task<ca::completion_status> {
+        co_return co_await fake_wait(p.reactor, 9, new_token);
+      }());
+      EXPECT_EQ(st.state, completion_state::done);
+      new_done.store(true);
+    });
+    // The new wait is queried many times (by claimers) and must stay pending.
+    const std::uint64_t q1 = p.source.queries();
+    while (p.source.queries() < q1 + 50) {
+      std::this_thread::yield();
+    }
+    EXPECT_FALSE(new_done.load()) << "round " << round;
+    p.source.complete(new_token);
+    waiter.join();
+    EXPECT_TRUE(new_done.load());
+    EXPECT_EQ(old_resumed.load(), 0);
+  }
+  EXPECT_EQ(p.reactor.pending(), 0u);
 }
 
 } // namespace

@@ -467,3 +467,43 @@ TEST(ReactorTest, StressSubmittersCompleterAndPollerInParallel) {
 }
 
 } // namespace
+
+namespace {
+
+const void* lane_key_of(std::uintptr_t lane) { return reinterpret_cast<const void*>(lane); }
+
+TEST(ReactorTest, ForgottenIdleLanesAreRemovedAndBusyOnesKept) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  // 10,000 lanes used once each and forgotten (streams created, awaited, destroyed): the
+  // table does not grow.
+  for (std::uintptr_t lane = 1; lane <= 10'000; ++lane) {
+    outcome o;
+    auto w = wait_on(r, lane, lane, o);
+    src.complete(lane);
+    r.poll();
+    ASSERT_TRUE(o.resumed);
+    EXPECT_TRUE(r.forget_lane(lane_key_of(lane)));
+  }
+  EXPECT_EQ(r.lane_count(), 0U);
+  // A lane with a wait pending is kept, and its wait still resolves.
+  outcome busy;
+  auto wb = wait_on(r, 77'777, 1'000'000, busy);
+  EXPECT_FALSE(r.forget_lane(lane_key_of(77'777)));
+  EXPECT_EQ(r.lane_count(), 1U);
+  src.complete(1'000'000);
+  r.poll();
+  EXPECT_TRUE(busy.resumed);
+  EXPECT_TRUE(r.forget_lane(lane_key_of(77'777)));
+  // A lane emptied by a withdrawal (still listed as active until a sweep) is removed too,
+  // and a later poll does not touch it.
+  outcome gone;
+  auto wg = wait_on(r, 5, 2'000'000, gone);
+  wg.destroy();
+  EXPECT_TRUE(r.forget_lane(lane_key_of(5)));
+  EXPECT_EQ(r.lane_count(), 0U);
+  EXPECT_EQ(r.poll(), 0U);
+  EXPECT_FALSE(r.forget_lane(lane_key_of(123))); // never seen
+}
+
+} // namespace

@@ -360,3 +360,41 @@ TEST(ThreadPool, RegressionOutsidePostNeverTouchesThePoolAfterPublishing) {
 }
 
 } // namespace
+
+namespace {
+
+thread_local int tl_worker_index = -1;
+
+TEST(ThreadPoolTest, EachWorkerRunsItsStartHookBeforeAnyTask) {
+  constexpr std::size_t workers = 4;
+  std::atomic<unsigned> seen_mask{0};
+  std::atomic<int> hooks{0};
+  std::atomic<int> tasks_without_hook{0};
+  std::atomic<int> tasks{0};
+  {
+    cuawait::thread_pool pool(workers, [&](std::size_t index) {
+      tl_worker_index = static_cast<int>(index);
+      seen_mask.fetch_or(1U << index);
+      hooks.fetch_add(1);
+    });
+    std::latch done(64);
+    for (int i = 0; i < 64; ++i) {
+      [](cuawait::thread_pool& p, std::atomic<int>& without, std::atomic<int>& n,
+         std::latch& l) -> cuawait::test::detached {
+        co_await p.schedule();
+        if (tl_worker_index < 0) {
+          without.fetch_add(1);
+        }
+        n.fetch_add(1);
+        l.count_down();
+      }(pool, tasks_without_hook, tasks, done);
+    }
+    done.wait();
+  }
+  EXPECT_EQ(tasks.load(), 64);
+  EXPECT_EQ(tasks_without_hook.load(), 0);
+  EXPECT_EQ(hooks.load(), static_cast<int>(workers));
+  EXPECT_EQ(seen_mask.load(), (1U << workers) - 1);
+}
+
+} // namespace

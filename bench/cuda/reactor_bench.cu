@@ -90,8 +90,9 @@ void raw_baselines(int iters) {
 }
 
 void latency(cu::strategy st, int iters, bool quick) {
-  cu::gpu_reactor r(st);
-  cu::gpu_reactor* prev = cu::install_reactor(&r);
+  cu::device_context ctx(cu::device_context_options{.completion = st});
+  const cu::context_scope here(ctx);
+  cu::gpu_reactor& r = ctx.reactor();
   cu::stream s;
   std::vector<double> lat;
   cuawait::sync_wait([&]() -> cuawait::task<void> {
@@ -154,8 +155,9 @@ void latency(cu::strategy st, int iters, bool quick) {
     constexpr int streams = 100, waits = 10000;
     cuawait::reactor_options manual;
     manual.start_thread = false;
-    cu::gpu_reactor polled(st, manual);
-    cu::install_reactor(&polled);
+    cu::device_context polled_ctx(cu::device_context_options{.completion = st, .reactor = manual});
+    const cu::context_scope polled_here(polled_ctx);
+    cu::gpu_reactor& polled = polled_ctx.reactor();
     std::vector<cu::stream> ss(streams);
     int* gate = nullptr;
     int* gate_dev = nullptr;
@@ -186,7 +188,6 @@ void latency(cu::strategy st, int iters, bool quick) {
                 "queries per completion\n",
                 cu::to_string(st), pending_before, (c1 - c0) / 1000.0 / waits,
                 double(after.queries - before.queries) / waits);
-    cu::install_reactor(&r);
     (void)cudaFreeHost(gate);
   }
   // Idle: 1,000 coroutines awaiting one 1 s kernel.
@@ -216,7 +217,6 @@ void latency(cu::strategy st, int iters, bool quick) {
               (unsigned long long)stats.queries, (unsigned long long)stats.sweeps,
               (unsigned long long)stats.parks,
               (unsigned long long)stats.resume_latency_quantile(0.5) * 2);
-  cu::install_reactor(prev);
 }
 
 } // namespace

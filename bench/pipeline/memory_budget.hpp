@@ -8,6 +8,7 @@
 
 #include "modes.hpp"
 
+#include <cuawait/cuda/device_context.hpp>
 #include <cuawait/cuda/error.hpp>
 #include <cuawait/cuda/memory_pool.hpp>
 #include <cuawait/cuda/pinned_pool.hpp>
@@ -48,13 +49,15 @@ inline constexpr double memory_headroom = 0.8;
 
 //! Throws `mode_skipped` naming both sizes when `pinned_bytes` of pinned host memory or
 //! `device_bytes` of device memory exceed `memory_headroom` of what is free now. First gives
-//! back what earlier mode runs left cached in cuawait's pools (the process-wide pinned pool
-//! and the device's default memory pool keep freed memory for reuse), so that a large run
-//! after others is judged on the memory really available.
+//! back what is cached in the pools of the calling thread's device context, if it has one
+//! (each mode's runtime owns its pools, so what an earlier mode cached went with it), so that
+//! a large run after others is judged on the memory really available.
 //! @throws mode_skipped; cuda_error when the device cannot be asked.
 inline void require_memory(const char* mode, double pinned_bytes, double device_bytes) {
-  (void)cuda::pinned_pool::global().trim();
-  cuda::device_memory_pool::default_for_device().trim_to(0);
+  if (cuda::device_context* c = cuda::current_context_or_null(); c != nullptr) {
+    (void)c->pinned().trim();
+    c->memory().trim_to(0);
+  }
   std::size_t free_dev = 0;
   std::size_t total_dev = 0;
   CUAWAIT_CUDA_CHECK("memory info", cudaMemGetInfo(&free_dev, &total_dev));

@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +48,22 @@ struct reactor_options {
   std::chrono::nanoseconds park_poll = std::chrono::milliseconds(1);
   //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
   std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
+  //! Called first on the polling thread (when `start_thread`), before it polls: e.g. to
+  //! give the thread the device context that coroutines resumed inline on it await through.
+  //! Must not throw.
+  std::function<void()> on_thread_start{};
+  //! With a source that allows parallel queries (`completion_source::parallel_queries`),
+  //! an idle executor thread in `poll_idle` claims one lane and queries its oldest wait
+  //! repeatedly for up to this long (other threads claim other lanes) before it returns to
+  //! its executor.
+  std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
+  //! Idle executor threads spinning on the reactor at once: every idle thread by default
+  //! (the largest value); 0 means as many as waits are pending (at least one), the others
+  //! parking. Measured on the H200 (64 KiB jobs, 2-16 in flight on a 16-worker pool) the cap
+  //! changed throughput by less than the noise (0-5 % slower), so it is off by default; it
+  //! saves CPU when few jobs are in flight. The environment variable `CUAWAIT_IDLE_SPINNERS`
+  //! (a number, 0, or `all`) overrides it.
+  std::size_t idle_spinners = static_cast<std::size_t>(-1);
 };
 
 //! Resumes coroutines waiting on asynchronous work. Thread-safe.
@@ -75,6 +92,14 @@ public:
   //! Called by an awaiter's destructor (its coroutine is being destroyed).
   bool withdraw(detail::wait_node& w) noexcept;
 
+  //! Ends `w` as `completion_state::cancelled` if the reactor has not seen its work finish
+  //! yet: `w` leaves its lane, the source retires its marker, and the reactor never resumes
+  //! it; the caller (a stop callback) does. Returns false, changing nothing, when the work
+  //! was seen finished first (the reactor resumes the coroutine with that outcome) or `w`
+  //! is not submitted. Both sides decide under the reactor's lock, so exactly one of them
+  //! ends the wait. The work itself is not stopped: it runs on, in stream order.
+  bool cancel(detail::wait_node& w) noexcept;
+
   //! One poll over the active lanes: resolves what finished, posts or resumes it. Returns
   //! the number of waits resolved. Safe alongside the thread, but meant for reactors
   //! without one.
@@ -102,6 +127,7 @@ public:
   // idle_source: polled by idle executor threads (one at a time; the others return at once).
   std::size_t poll_idle() noexcept override;
   [[nodiscard]] bool idle_keep_spinning() const noexcept override;
+  [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override;
   [[nodiscard]] bool idle_pending() const noexcept override;
   [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override;
 
@@ -116,6 +142,14 @@ public:
 
   //! Counters, a consistent snapshot of the pending waits per lane.
   [[nodiscard]] reactor_stats stats() const;
+  //! Forgets the lane of `key` (a stream or event being destroyed) when no wait is
+  //! pending on it, so that a program creating and destroying many streams keeps the lane
+  //! table small; a lane with waits pending stays (its waits still resolve) and is reused
+  //! if the key comes back. Returns true when the lane was removed.
+  bool forget_lane(const void* key) noexcept;
+  //! Lanes the reactor keeps now (one per stream or event awaited and not forgotten).
+  [[nodiscard]] std::size_t lane_count() const;
+
   //! Waits pending now.
   [[nodiscard]] std::size_t pending() const noexcept {
     return m_pending_count.load(std::memory_order_relaxed);
@@ -130,9 +164,12 @@ private:
   detail::reactor_lane& lane_for(const void* key);
   std::size_t sweep_locked(bool probe) noexcept;
   void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
+  void settle_locked(detail::wait_node& w, completion_status st) noexcept;
   void fail_all_locked(completion_state why, int error) noexcept;
   void unlink_locked(detail::wait_node& w) noexcept;
   std::size_t run_ready_inline();
+  std::size_t poll_claimed_lane() noexcept;
+  void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);
   void wake() noexcept;
@@ -154,6 +191,8 @@ private:
   std::uint64_t m_last_probe_ns = 0;
   std::atomic<bool> m_has_ready{false};    // the ready list is not empty
   std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
+  std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
+  std::size_t m_claim_cursor = 0;          // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 
@@ -165,7 +204,7 @@ private:
 
   struct counters {
     std::atomic<std::uint64_t> submitted{0}, completions{0}, failures{0}, withdrawn{0},
-        cancelled{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0};
+        cancelled{0}, stopped{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0};
     std::array<std::atomic<std::uint64_t>, reactor_stats::latency_buckets> latency{};
   };
   counters m_counters;

@@ -31,6 +31,15 @@ public:
   //! cancelled), so that the source can recycle what `w.token` names. Default: nothing.
   virtual void retire(detail::wait_node& w) noexcept { (void)w; }
 
+  //! True when `query` may also be called without the reactor's lock, from several idle
+  //! executor threads at once (each on a different lane), on a copy of the node's awaiter
+  //! fields (`lane_key`, `token`, `source_data`, `operation`) that may be stale by the time
+  //! the answer comes back (the reactor then discards it). For sources whose query is a
+  //! thread-safe call that costs more than a memory read (`cudaEventQuery`,
+  //! `cudaStreamQuery`): idle threads then poll different lanes in parallel, like threads
+  //! that each wait for their own stream. Default: false (queries are serialised).
+  [[nodiscard]] virtual bool parallel_queries() const noexcept { return false; }
+
   //! True when the source calls `completion_reactor::notify` on each completion, so a
   //! parked reactor needs no periodic poll.
   [[nodiscard]] virtual bool notifies() const noexcept { return false; }

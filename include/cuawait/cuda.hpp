@@ -10,6 +10,7 @@
 #include "cuawait/cuda/capture.hpp"
 #include "cuawait/cuda/device.hpp"
 #include "cuawait/cuda/device_buffer.hpp"
+#include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/event_pool.hpp"

@@ -9,6 +9,7 @@
 //! without any thread being woken.
 
 #include <chrono>
+#include <cstddef>
 
 namespace cuawait {
 
@@ -31,6 +32,12 @@ public:
 
   //! True while work is pending that only polling discovers.
   [[nodiscard]] virtual bool idle_pending() const noexcept = 0;
+
+  //! At most this many idle threads should spin on the source at once (the others park):
+  //! more spinners than pending waits only contend with the threads doing the work.
+  [[nodiscard]] virtual std::size_t idle_spinners_wanted() const noexcept {
+    return static_cast<std::size_t>(-1);
+  }
 
   //! How long a parked poller sleeps between polls while work is pending and nothing
   //! wakes it (`thread_pool::wake_idle_poller`).

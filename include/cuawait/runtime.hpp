@@ -2,8 +2,8 @@
 #pragma once
 
 //! @file
-//! `cuawait::runtime` (target cuawait::cuda): a thread pool, the GPU completion reactor and
-//! the loop of the thread that calls `run`, joined.
+//! `cuawait::runtime` (target cuawait::cuda): a thread pool, a device context (the GPU's
+//! completion reactor and memory pools) and the loop of the thread that calls `run`, joined.
 //!
 //! ```cpp
 //! cuawait::runtime rt;                   // pool + reactor (default strategy)
@@ -15,6 +15,7 @@
 
 #include "cuawait/async_scope.hpp"
 #include "cuawait/completion_reactor.hpp"
+#include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/detail/awaitable_traits.hpp"
@@ -36,6 +37,9 @@ namespace cuawait {
 struct runtime_options {
   //! Worker threads of the pool (at least 1).
   std::size_t threads = std::thread::hardware_concurrency();
+  //! The device served (its context is created by the runtime); -1: the constructing
+  //! thread's current device. The pool's workers make it their current device.
+  int device = -1;
   //! How GPU completions are detected. Unset: the strategy named by the environment
   //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline, stream_poll)
   //! when it is set, else `cuda::default_strategy`. A name it does not know is refused
@@ -52,10 +56,16 @@ struct runtime_options {
   bool reactor_thread = false;
 };
 
-//! Owns a `thread_pool`, a GPU reactor (installed as `cuda::current_reactor()` for its
-//! lifetime) and a `run_loop` for the thread calling `run`. A coroutine resumes on the
+//! Owns a `cuda::device_context` (the device's completion reactor, pinned and device
+//! memory pools), a `thread_pool` whose workers use that context, and a `run_loop` for the
+//! thread calling `run` (which uses it too while in `run`). A coroutine resumes on the
 //! executor it suspended on (the pool, or the thread in `run`), with its priority; never
 //! on a CUDA callback thread.
+//!
+//! Several runtimes may live at once, each with its own context: GPU work awaited on a
+//! runtime's threads goes to that runtime's reactor. The first runtime created while no
+//! `cuda::default_context_scope` is in place also becomes the default context of other
+//! threads (e.g. `sync_wait` on `main`'s thread) until it is destroyed.
 //!
 //! Completions are found by the pool's idle workers (`thread_pool::set_idle_source`): a
 //! worker with nothing to run polls the reactor and runs what finished itself. A wait with
@@ -63,7 +73,6 @@ struct runtime_options {
 //!
 //! Shutdown (destructor): waits for spawned tasks, lets every pending GPU wait finish
 //! (in-flight GPU work is waited for, never abandoned), stops the reactor, then the pool.
-//! Only one runtime should be alive at a time (it installs its reactor process-wide).
 //!
 //! Observability (docs/OBSERVABILITY.md): `CUAWAIT_TRACE=path.json`, `CUAWAIT_LOG=level` and
 //! `CUAWAIT_NVTX=1`, read at construction, install a trace recorder, a lifecycle log and
@@ -81,6 +90,7 @@ public:
   //! or rethrows its exception. Blocks until it completes.
   template <concepts::awaitable A>
   decltype(auto) run(A&& a) {
+    const cuda::context_scope here(m_context);
     return m_loop.run(static_cast<A&&>(a));
   }
 
@@ -96,22 +106,27 @@ public:
   //! since the previous join. Drives the runtime's loop meanwhile (like `run`). One thread
   //! at a time: a second concurrent `join_spawned()` is not allowed (`async_scope` takes one
   //! join at a time); tasks may still be spawned while it waits, and it waits for them too.
-  void join_spawned() { m_loop.run(m_spawned.join()); }
+  void join_spawned() {
+    const cuda::context_scope here(m_context);
+    m_loop.run(m_spawned.join());
+  }
 
   //! The scope spawned tasks run in (for `request_stop()`).
   [[nodiscard]] async_scope& spawned() noexcept { return m_spawned; }
 
   [[nodiscard]] thread_pool& pool() noexcept { return m_pool; }
   [[nodiscard]] run_loop& loop() noexcept { return m_loop; }
-  [[nodiscard]] cuda::gpu_reactor& reactor() noexcept { return m_reactor; }
+  //! The device context the runtime's threads await through.
+  [[nodiscard]] cuda::device_context& context() noexcept { return m_context; }
+  [[nodiscard]] cuda::gpu_reactor& reactor() noexcept { return m_context.reactor(); }
   //! The reactor's statistics (waits pending per stream, completions, resume latency...).
-  [[nodiscard]] reactor_stats stats() const { return m_reactor.stats(); }
+  [[nodiscard]] reactor_stats stats() const { return m_context.reactor().stats(); }
 
   //! Starts recording a trace of every GPU wait (replacing one started before). Call while
   //! no coroutine awaits GPU work (e.g. before `run`): the reactor's hooks are installed
   //! without synchronising with awaiters.
   trace_recorder& start_trace(trace_options options = {}) {
-    return m_observability.start_trace(m_reactor.reactor(), options);
+    return m_observability.start_trace(m_context.reactor().reactor(), options);
   }
   //! Writes the trace recorded so far (Chrome / Perfetto JSON) to `path`.
   //! @throws std::runtime_error when no trace was started or the file cannot be written.
@@ -128,11 +143,11 @@ private:
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
 
-  observability m_observability; // first: outlives everything that reports to it
+  observability m_observability;          // first: outlives everything that reports to it
+  mutable cuda::device_context m_context; // before the pool, whose workers point at it
   thread_pool m_pool;
-  mutable cuda::gpu_reactor m_reactor;
   bool m_idle_polling = false;
-  cuda::gpu_reactor* m_previous = nullptr;
+  bool m_is_default = false; //!< installed as the default context of other threads
   run_loop m_loop;
   async_scope m_spawned; // last: joined in the destructor before the pool stops
 };

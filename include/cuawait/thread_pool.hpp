@@ -9,6 +9,7 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -52,6 +53,11 @@ public:
   //! Starts `threads` workers (at least one; 0 means one).
   //! @throws std::system_error when a thread cannot be started.
   explicit thread_pool(std::size_t threads = std::thread::hardware_concurrency());
+
+  //! As above; each worker first calls `on_worker_start(index)` (index in [0, threads)),
+  //! before it runs anything: e.g. to give the thread a device or a context of its own. It
+  //! must not throw (an exception escaping it terminates).
+  thread_pool(std::size_t threads, std::function<void(std::size_t)> on_worker_start);
 
   //! Shuts the pool down (see the class comment) and joins the workers.
   //! Terminates when run on one of this pool's workers.

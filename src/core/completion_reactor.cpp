@@ -17,7 +17,11 @@ struct reactor_lane {
   wait_node* head = nullptr;
   wait_node* tail = nullptr;
   std::size_t size = 0;
-  bool active = false; // in m_active
+  bool active = false;  // in m_active
+  bool claimed = false; // an idle thread queries the head outside the lock
+  // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
+  // changed knows that the head it copied is gone. Read without the lock by the claimer.
+  std::atomic<std::uint64_t> pops{0};
 };
 
 } // namespace cuawait::detail
@@ -63,6 +67,28 @@ reactor_lane& completion_reactor::lane_for(const void* key) {
     slot->key = key;
   }
   return *slot;
+}
+
+bool completion_reactor::forget_lane(const void* key) noexcept {
+  const std::lock_guard lock(m_mutex);
+  const auto it = m_lanes.find(key);
+  if (it == m_lanes.end() || it->second->head != nullptr || it->second->claimed) {
+    return false;
+  }
+  if (it->second->active) { // emptied by a withdrawal, still listed until the next sweep
+    const auto at = std::find(m_active.begin(), m_active.end(), it->second.get());
+    if (at != m_active.end()) {
+      *at = m_active.back();
+      m_active.pop_back();
+    }
+  }
+  m_lanes.erase(it);
+  return true;
+}
+
+std::size_t completion_reactor::lane_count() const {
+  const std::lock_guard lock(m_mutex);
+  return m_lanes.size();
 }
 
 bool completion_reactor::submit(wait_node& w) noexcept {
@@ -129,6 +155,7 @@ void completion_reactor::unlink_locked(wait_node& w) noexcept {
   w.prev = w.next = nullptr;
   w.lane = nullptr;
   --lane.size;
+  lane.pops.fetch_add(1, std::memory_order_release);
   m_pending_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -155,11 +182,29 @@ bool completion_reactor::withdraw(wait_node& w) noexcept {
   return true;
 }
 
-void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+bool completion_reactor::cancel(wait_node& w) noexcept {
+  const std::lock_guard lock(m_mutex);
+  if (w.state != node_state::waiting) {
+    return false; // resolved (and handed over, or about to be), or never submitted
+  }
+  settle_locked(w, {completion_state::cancelled, 0});
+  w.state = node_state::resolved;
+  m_counters.stopped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void completion_reactor::settle_locked(wait_node& w, completion_status st) noexcept {
   unlink_locked(w);
   w.status = st;
   w.resolved_ns = now_ns();
   m_source->retire(w);
+  if (m_trace.on_complete != nullptr) {
+    m_trace.on_complete(m_trace.context, w);
+  }
+}
+
+void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+  settle_locked(w, st);
   switch (st.state) {
   case completion_state::cancelled:
     m_counters.cancelled.fetch_add(1, std::memory_order_relaxed);
@@ -172,8 +217,14 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
     m_counters.failures.fetch_add(1, std::memory_order_relaxed);
     break;
   }
-  if (m_trace.on_complete != nullptr) {
-    m_trace.on_complete(m_trace.context, w);
+  if (w.arrival != nullptr) {
+    // A cancellable wait: its await_suspend may still be registering the stop callback.
+    // Resolved first (a stop callback then finds nothing to cancel); if await_suspend has
+    // not arrived yet, it sees this arrival and does not suspend, and `w` may be gone.
+    w.state = node_state::resolved;
+    if (!w.arrival->exchange(true, std::memory_order_acq_rel)) {
+      return;
+    }
   }
   if (w.exec != nullptr) {
     // Posted under the lock so that a concurrent withdraw() either wins (never resumed)
@@ -337,10 +388,113 @@ void completion_reactor::set_idle_waker(void (*fn)(void*) noexcept, void* contex
   m_idle_waker = fn;
 }
 
+void completion_reactor::deactivate_locked(reactor_lane& lane) noexcept {
+  if (!lane.active) {
+    return;
+  }
+  const auto at = std::find(m_active.begin(), m_active.end(), &lane);
+  if (at != m_active.end()) {
+    *at = m_active.back();
+    m_active.pop_back();
+  }
+  lane.active = false;
+}
+
+// Parallel idle polling: claim one lane whose oldest wait nobody else queries, query a copy
+// of that wait outside the lock until it finishes, the lane changes, or `claim_spin`
+// passes; then resolve it under the lock if it is still the lane's oldest.
+std::size_t completion_reactor::poll_claimed_lane() noexcept {
+  if (m_claimed.load(std::memory_order_relaxed) >=
+      m_pending_count.load(std::memory_order_relaxed)) {
+    // Every pending wait's lane is being queried already.
+    return m_has_ready.load(std::memory_order_relaxed) ? run_ready_inline() : 0;
+  }
+  reactor_lane* lane = nullptr;
+  wait_node copy;
+  std::uint64_t pops = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    for (std::size_t tries = m_active.size(); tries > 0 && !m_active.empty(); --tries) {
+      const std::size_t i = m_claim_cursor++ % m_active.size();
+      reactor_lane* l = m_active[i];
+      if (l->claimed) {
+        continue;
+      }
+      if (l->head == nullptr) { // emptied by a withdrawal
+        m_active[i] = m_active.back();
+        m_active.pop_back();
+        l->active = false;
+        continue;
+      }
+      lane = l;
+      break;
+    }
+    if (lane != nullptr) {
+      lane->claimed = true;
+      m_claimed.fetch_add(1, std::memory_order_relaxed);
+      const wait_node& head = *lane->head;
+      copy.lane_key = head.lane_key;
+      copy.token = head.token;
+      copy.source_data = head.source_data;
+      copy.operation = head.operation;
+      pops = lane->pops.load(std::memory_order_relaxed);
+    }
+  }
+  if (lane == nullptr) {
+    return m_has_ready.load(std::memory_order_relaxed) ? run_ready_inline() : 0;
+  }
+  const std::uint64_t start = now_ns();
+  const auto budget = static_cast<std::uint64_t>(m_options.claim_spin.count());
+  completion_status st{};
+  std::uint64_t queries = 0;
+  for (;;) {
+    st = m_source->query(copy);
+    ++queries;
+    if (st.state != completion_state::pending ||
+        lane->pops.load(std::memory_order_acquire) != pops || now_ns() - start >= budget) {
+      break;
+    }
+    detail::cpu_relax();
+  }
+  m_counters.queries.fetch_add(queries, std::memory_order_relaxed);
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    lane->claimed = false;
+    m_claimed.fetch_sub(1, std::memory_order_relaxed);
+    if (st.state != completion_state::pending && lane->head != nullptr &&
+        lane->pops.load(std::memory_order_relaxed) == pops) {
+      if (st.state == completion_state::context_lost) {
+        n = m_pending_count.load(std::memory_order_relaxed);
+        fail_all_locked(completion_state::context_lost, st.error);
+      } else {
+        resolve_locked(*lane->head, st);
+        n = 1;
+        if (lane->head == nullptr) {
+          deactivate_locked(*lane);
+        }
+      }
+      m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+    }
+  }
+  if (m_has_ready.load(std::memory_order_relaxed)) {
+    run_ready_inline();
+  }
+  return n;
+}
+
 std::size_t completion_reactor::poll_idle() noexcept {
   if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
       !m_has_ready.load(std::memory_order_relaxed)) {
     return 0;
+  }
+  if (m_source->parallel_queries()) {
+    // While work finishes or starts, idle threads poll lanes in parallel; once nothing has
+    // for `stall_probe`, one thread at a time sweeps (and probes for errors) instead.
+    const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
+    if (now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after) {
+      return poll_claimed_lane();
+    }
   }
   if (m_idle_polling.load(std::memory_order_relaxed) ||
       m_idle_polling.exchange(true, std::memory_order_acquire)) {
@@ -368,6 +522,13 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
   }
   const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
   return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
+}
+
+std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
+  if (m_options.idle_spinners != 0) {
+    return m_options.idle_spinners; // a fixed number, or every idle thread
+  }
+  return std::max<std::size_t>(1, m_pending_count.load(std::memory_order_relaxed));
 }
 
 std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
@@ -403,6 +564,7 @@ reactor_stats completion_reactor::stats() const {
   s.failures = c.failures.load(std::memory_order_relaxed);
   s.withdrawn = c.withdrawn.load(std::memory_order_relaxed);
   s.cancelled = c.cancelled.load(std::memory_order_relaxed);
+  s.stopped = c.stopped.load(std::memory_order_relaxed);
   s.queries = c.queries.load(std::memory_order_relaxed);
   s.sweeps = c.sweeps.load(std::memory_order_relaxed);
   s.spin_ns = c.spin_ns.load(std::memory_order_relaxed);
@@ -445,6 +607,9 @@ void completion_reactor::park(const std::stop_token& stop, std::uint64_t seen_se
 }
 
 void completion_reactor::thread_main(std::stop_token stop) {
+  if (m_options.on_thread_start) {
+    m_options.on_thread_start();
+  }
   const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
   std::uint64_t spin_start = now_ns();
   while (!stop.stop_requested()) {

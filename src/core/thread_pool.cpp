@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -65,8 +66,9 @@ struct thread_pool::impl {
   impl(thread_pool& owner, std::size_t n) : owner(owner), queues(n) {}
 
   thread_pool& owner;
-  std::vector<locked_queue> queues; //!< one per worker
-  locked_queue injection;           //!< posts from outside the pool
+  std::function<void(std::size_t)> on_start; //!< run first on each worker (may be empty)
+  std::vector<locked_queue> queues;          //!< one per worker
+  locked_queue injection;                    //!< posts from outside the pool
   std::atomic<bool> stopping{false};
 
   // Parking. A poster publishes its work (queue mask, seq_cst), then reads `sleepers`; a
@@ -136,20 +138,21 @@ struct thread_pool::impl {
     idle_source* const src = source.load();
     bool found = false;
     if (src != nullptr && src->idle_pending()) {
-      spinners.fetch_add(1);
-      for (unsigned round = 1; !found; ++round) {
-        if (any_work_visible() || stopping.load() || source.load() != src) {
-          found = true;
-        } else if (poll_source(*src)) {
-          found = true;
-        } else if (!src->idle_keep_spinning()) {
-          break;
-        } else if (round % 64 == 0) {
-          std::this_thread::yield(); // polite when the machine is oversubscribed
-        } else {
-          detail::cpu_relax();
+      if (spinners.fetch_add(1) < src->idle_spinners_wanted()) {
+        for (unsigned round = 1; !found; ++round) {
+          if (any_work_visible() || stopping.load() || source.load() != src) {
+            found = true;
+          } else if (poll_source(*src)) {
+            found = true;
+          } else if (!src->idle_keep_spinning()) {
+            break;
+          } else if (round % 64 == 0) {
+            std::this_thread::yield(); // polite when the machine is oversubscribed
+          } else {
+            detail::cpu_relax();
+          }
         }
-      }
+      } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
     }
     source_users.fetch_sub(1);
@@ -262,6 +265,9 @@ struct thread_pool::impl {
 
   void worker_main(std::size_t self) {
     tl_worker = {this, self};
+    if (on_start) {
+      on_start(self);
+    }
     unsigned tick = 0;
     std::coroutine_handle<> h;
     priority p = priority::normal;
@@ -277,8 +283,11 @@ struct thread_pool::impl {
   }
 };
 
-thread_pool::thread_pool(std::size_t threads)
+thread_pool::thread_pool(std::size_t threads) : thread_pool(threads, {}) {}
+
+thread_pool::thread_pool(std::size_t threads, std::function<void(std::size_t)> on_worker_start)
     : m_impl(std::make_unique<impl>(*this, std::max<std::size_t>(threads, 1))) {
+  m_impl->on_start = std::move(on_worker_start);
   try {
     m_impl->start(m_impl->queues.size());
   } catch (...) {

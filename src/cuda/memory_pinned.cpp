@@ -102,11 +102,6 @@ pinned_pool::pinned_pool(pinned_pool_options options)
 
 pinned_pool::~pinned_pool() = default;
 
-pinned_pool& pinned_pool::global() {
-  static pinned_pool* const pool = new pinned_pool();
-  return *pool;
-}
-
 pinned_pool::block pinned_pool::allocate(std::size_t bytes) { return m_pool.allocate(bytes); }
 
 void pinned_pool::deallocate(block b) noexcept { m_pool.deallocate(b); }

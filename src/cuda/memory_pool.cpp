@@ -59,29 +59,6 @@ device_memory_pool::~device_memory_pool() {
   }
 }
 
-device_memory_pool& device_memory_pool::default_for_device(int device) {
-  constexpr int max_devices = 64;
-  // Never destroyed: device_buffers in static storage may be freed after any static pool
-  // would be, and CUDA may already be unloading then.
-  static std::array<std::atomic<device_memory_pool*>, max_devices> pools{};
-  static std::mutex create_mutex;
-  device = resolve_device(device);
-  if (device >= max_devices) {
-    throw std::out_of_range("device_memory_pool: device ordinal " + std::to_string(device) +
-                            " beyond the 64 supported");
-  }
-  if (device_memory_pool* p = pools[device].load(std::memory_order_acquire)) {
-    return *p;
-  }
-  const std::lock_guard lock(create_mutex);
-  if (device_memory_pool* p = pools[device].load(std::memory_order_acquire)) {
-    return *p;
-  }
-  auto* p = new device_memory_pool(device_memory_pool_options{device});
-  pools[device].store(p, std::memory_order_release);
-  return *p;
-}
-
 void device_memory_pool::set_release_threshold(std::uint64_t bytes) {
   CUAWAIT_CUDA_CHECK("device_memory_pool: set release threshold",
                      cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold, &bytes));

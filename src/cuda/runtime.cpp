@@ -9,24 +9,6 @@
 namespace cuawait {
 
 namespace {
-cuda::strategy chosen_strategy(const std::optional<cuda::strategy>& asked) {
-  if (asked) {
-    return *asked;
-  }
-  const char* env = std::getenv("CUAWAIT_STRATEGY");
-  if (env == nullptr || *env == '\0') {
-    return cuda::default_strategy;
-  }
-  if (const auto s = cuda::parse_strategy(env)) {
-    return *s;
-  }
-  throw std::invalid_argument(std::string("CUAWAIT_STRATEGY=") + env +
-                              ": not a completion strategy (event_poll, host_callback, "
-                              "blocking_sync, timeline, stream_poll)");
-}
-} // namespace
-
-namespace {
 reactor_options with_thread(reactor_options r, bool thread) {
   r.start_thread = thread;
   return r;
@@ -41,24 +23,56 @@ bool use_reactor_thread(bool asked) {
   }
   return std::string(env) != "0";
 }
+
+//! `CUAWAIT_IDLE_SPINNERS=N` (or `all`) overrides `reactor_options::idle_spinners`, so one
+//! binary can compare spinning policies.
+std::size_t idle_spinners(std::size_t asked) {
+  const char* env = std::getenv("CUAWAIT_IDLE_SPINNERS");
+  if (env == nullptr || *env == '\0') {
+    return asked;
+  }
+  if (std::string(env) == "all") {
+    return static_cast<std::size_t>(-1);
+  }
+  try {
+    return static_cast<std::size_t>(std::stoul(env));
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string("CUAWAIT_IDLE_SPINNERS=") + env +
+                                ": not a number of threads (or 'all')");
+  }
+}
+
+cuda::device_context_options context_options(const runtime_options& o) {
+  cuda::device_context_options c;
+  c.device = o.device;
+  c.completion = o.strategy;
+  c.reactor = with_thread(o.reactor, use_reactor_thread(o.reactor_thread));
+  c.reactor.idle_spinners = idle_spinners(o.reactor.idle_spinners);
+  return c;
+}
 } // namespace
 
 runtime::runtime(runtime_options options)
-    : m_pool(std::max<std::size_t>(options.threads, 1)),
-      m_reactor(chosen_strategy(options.strategy),
-                with_thread(options.reactor, use_reactor_thread(options.reactor_thread))),
+    : m_context(context_options(options)),
+      m_pool(std::max<std::size_t>(options.threads, 1),
+             [ctx = &m_context](std::size_t) {
+               (void)cudaSetDevice(ctx->device()); // the context's device was usable just now
+               cuda::detail::set_thread_context(ctx);
+             }),
       m_idle_polling(!use_reactor_thread(options.reactor_thread)) {
+  completion_reactor& reactor = m_context.reactor().reactor();
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
-  m_observability.attach_from_environment(m_reactor.reactor(),
-                                          {{&m_pool, "pool"}, {&m_loop, "run loop"}});
+  m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});
   if (m_idle_polling) {
-    m_reactor.reactor().set_idle_waker(&runtime::wake_pool, &m_pool);
-    m_pool.set_idle_source(&m_reactor.reactor());
+    reactor.set_idle_waker(&runtime::wake_pool, &m_pool);
+    m_pool.set_idle_source(&reactor);
   }
-  m_previous = cuda::install_reactor(&m_reactor);
+  m_is_default = cuda::detail::install_default_context_if_none(&m_context);
 }
 
 runtime::~runtime() {
+  completion_reactor& reactor = m_context.reactor().reactor();
+  const cuda::context_scope here(m_context);
   // Spawned tasks finish first; an exception nobody collected with join_spawned() is
   // dropped here (a destructor must not throw).
   try {
@@ -66,15 +80,17 @@ runtime::~runtime() {
   } catch (...) {
   }
   // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop.
-  m_reactor.reactor().drain();
+  reactor.drain();
   (void)m_loop.poll();
-  (void)cuda::install_reactor(m_previous);
+  if (m_is_default) {
+    cuda::detail::remove_default_context(&m_context);
+  }
   if (m_idle_polling) {
     m_pool.set_idle_source(nullptr); // returns once no worker polls the reactor any more
-    m_reactor.reactor().set_idle_waker(nullptr, nullptr);
+    reactor.set_idle_waker(nullptr, nullptr);
   }
   m_pool.shutdown();
-  m_observability.finish(m_reactor.reactor()); // writes CUAWAIT_TRACE, removes the hooks
+  m_observability.finish(reactor); // writes CUAWAIT_TRACE, removes the hooks
 }
 
 } // namespace cuawait

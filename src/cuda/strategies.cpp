@@ -65,6 +65,9 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::event_poll; }
+  // cudaEventQuery is thread-safe and pooled events are never destroyed while the source
+  // lives (a stale copy queries an event that was re-recorded: the answer is discarded).
+  bool parallel_queries() const noexcept override { return true; }
 
 private:
   event_pool m_pool;
@@ -270,7 +273,11 @@ public:
     }
   }
   void arm(cudaStream_t s, wait_node& w) override {
-    if (now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
+    // The default streams name a different stream per thread (per-thread) or per device
+    // (legacy): one counter keyed by the handle would be shared by several streams, and a
+    // later ticket written by one could resolve an earlier wait of another. Events instead.
+    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread ||
+        now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
       arm_pooled_event(m_events, s, w);
       return;
     }
@@ -314,6 +321,27 @@ public:
   }
   strategy kind() const noexcept override { return strategy::timeline; }
 
+  // The stream's counter word goes to a free list, reused once every write enqueued on it
+  // has landed (word == its last ticket): a write still in flight from the destroyed
+  // stream could otherwise move a new stream's counter backwards.
+  void forget_stream(cudaStream_t s) noexcept override {
+    const std::lock_guard lock(m_mutex);
+    const auto it = m_lanes.find(s);
+    if (it == m_lanes.end()) {
+      return;
+    }
+    try {
+      m_free.push_back(std::move(it->second));
+    } catch (...) {
+      return; // keep the lane: a bounded leak is better than losing track of the word
+    }
+    m_lanes.erase(it);
+  }
+  std::size_t stream_state_count() const noexcept override {
+    const std::lock_guard lock(m_mutex);
+    return m_lanes.size();
+  }
+
   // While a large copy may be in flight, markers are events: a stream-written word waits
   // behind copies on other streams, an event does not (measured: 32 MiB jobs in two
   // pipelines went from 0.48 to 0.9+ of the PCIe floor with events). The window is the
@@ -341,6 +369,16 @@ private:
     if (it != m_lanes.end()) {
       return it->second;
     }
+    for (std::size_t i = 0; i < m_free.size(); ++i) {
+      lane& f = m_free[i];
+      if (std::atomic_ref<std::uint64_t>(*f.word).load(std::memory_order_acquire) ==
+          f.next_ticket) {
+        lane reused = std::move(f);
+        f = std::move(m_free.back());
+        m_free.pop_back();
+        return m_lanes.emplace(s, std::move(reused)).first->second;
+      }
+    }
     if (m_used == words_per_block || m_blocks.empty()) {
       void* b = nullptr;
       CUAWAIT_CUDA_CHECK("timeline strategy",
@@ -361,8 +399,9 @@ private:
   write_value64_fn m_write;
   event_pool m_events;
   std::atomic<std::uint64_t> m_events_until_ns{0};
-  std::mutex m_mutex;
+  mutable std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
+  std::vector<lane> m_free; //!< words of destroyed streams (see forget_stream)
   std::vector<void*> m_blocks;
   std::size_t m_used = 0;
 };
@@ -396,6 +435,9 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::stream_poll; }
+  // cudaStreamQuery / cudaEventQuery are thread-safe; the stream may be queried after the
+  // wait went (the answer is then discarded).
+  bool parallel_queries() const noexcept override { return true; }
 
 private:
   static inline char g_stream_tag;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -58,18 +59,19 @@ class StrategyTest : public ::testing::TestWithParam<cu::strategy> {
 protected:
   void SetUp() override {
     CUAWAIT_REQUIRE_GPU();
-    m_reactor = std::make_unique<cu::gpu_reactor>(GetParam());
-    m_previous = cu::install_reactor(m_reactor.get());
+    m_context =
+        std::make_unique<cu::device_context>(cu::device_context_options{.completion = GetParam()});
+    m_scope.emplace(*m_context);
   }
   void TearDown() override {
-    if (m_reactor) {
+    if (m_context) {
       (void)cudaDeviceSynchronize();
-      m_reactor->reactor().drain();
-      cu::install_reactor(m_previous);
+      m_context->reactor().reactor().drain();
+      m_scope.reset();
     }
   }
-  std::unique_ptr<cu::gpu_reactor> m_reactor;
-  cu::gpu_reactor* m_previous = nullptr;
+  std::unique_ptr<cu::device_context> m_context;
+  std::optional<cu::context_scope> m_scope;
 };
 
 TEST_P(StrategyTest, CopiesMemsetAndKernelsProduceEveryElement) {
@@ -154,9 +156,12 @@ TEST_P(StrategyTest, NotFinishedUntilTheHostReleasesTheKernel) {
     resumed.store(true);
   };
   auto t = body();
-  std::thread waiter([&] { cuawait::sync_wait(std::move(t)); });
+  std::thread waiter([&] {
+    const cu::context_scope here(*m_context); // a context scope is per thread
+    cuawait::sync_wait(std::move(t));
+  });
   // Once the wait is pending, the reactor must not resume it before release.
-  while (m_reactor->reactor().pending() == 0 && !resumed.load()) {
+  while (m_context->reactor().reactor().pending() == 0 && !resumed.load()) {
     std::this_thread::yield();
   }
   EXPECT_FALSE(resumed.load());

@@ -37,6 +37,7 @@
 //! plain thread resumes on the engine thread). The engine thread spins while batches are
 //! pending or in flight, and sleeps when idle.
 
+#include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event_pool.hpp"
 #include "cuawait/cuda/stream.hpp"
@@ -50,6 +51,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <utility>
 #include <vector>
 
@@ -96,8 +98,13 @@ public:
   //! the GPU, and yields the job back.
   //! @throws cuda_error (from `co_await`) naming "batch" when the batch's enqueue function
   //! threw or its work failed; every job of that batch gets the error.
-  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job) {
-    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job));
+  //! Cancellation: `token`, else the awaiting coroutine's. A stop request while the job
+  //! waits for its batch withdraws it (never submitted) and throws `operation_cancelled` at
+  //! once; after submission the job resumes when its batch finishes (the enqueue function
+  //! handed its buffers to the GPU).
+  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job,
+                                                                 std::stop_token token = {}) {
+    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job), std::move(token));
   }
 
   //! Submits what is pending now, without waiting for company.
@@ -120,13 +127,21 @@ private:
         throw std::invalid_argument("cuawait::cuda::batcher needs an enqueue function");
       }
       check(cudaGetDevice(&m_device), "batcher", "cudaGetDevice");
+      m_context = current_context_or_null();
       m_streams.reserve(streams);
       for (std::size_t i = 0; i < streams; ++i) {
         m_streams.emplace_back();
       }
     }
 
-    void thread_init() { check_noexcept(cudaSetDevice(m_device), "batcher", "cudaSetDevice"); }
+    //! The engine thread gets the device, and the device context of the thread that made
+    //! the batcher (a coroutine resumed there may await GPU work again).
+    void thread_init() {
+      check_noexcept(cudaSetDevice(m_device), "batcher", "cudaSetDevice");
+      if (m_context != nullptr) {
+        ::cuawait::cuda::detail::set_thread_context(m_context);
+      }
+    }
 
     ticket submit(std::span<Job* const> jobs) {
       const stream_ref s = m_streams[m_next++ % m_streams.size()];
@@ -161,6 +176,7 @@ private:
 
   private:
     enqueue_fn m_enqueue;
+    device_context* m_context = nullptr;
     int m_device = 0;
     std::vector<stream> m_streams;
     std::size_t m_next = 0;

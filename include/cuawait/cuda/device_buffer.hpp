@@ -56,12 +56,12 @@ public:
   device_buffer() noexcept = default;
 
   //! Allocates `count` elements in stream order on `s` from the current device's default
-  //! cuawait pool (`device_memory_pool::default_for_device()`). The memory may be used by
+  //! cuawait pool (`device_memory_pool::current()`). The memory may be used by
   //! work enqueued on `s` right away; other streams must first be ordered after `s`.
   //! @throws cuda_error naming the size (out of memory, invalid stream...);
   //!   std::length_error when the byte count overflows.
   device_buffer(std::size_t count, stream_ref s)
-      : device_buffer(count, s, device_memory_pool::default_for_device()) {}
+      : device_buffer(count, s, device_memory_pool::current()) {}
 
   //! As above, from `pool` (which must outlive the buffer's release).
   device_buffer(std::size_t count, stream_ref s, device_memory_pool& pool)

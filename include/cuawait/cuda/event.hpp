@@ -5,6 +5,7 @@
 //! CUDA event handles: `event_ref` (non-owning) and `event` (owning, move-only).
 //! `co_await ev` (see operation.hpp) waits for the work the event last recorded.
 
+#include "cuawait/cuda/detail/lane_registry.hpp"
 #include "cuawait/cuda/error.hpp"
 
 #include <cuda_runtime_api.h>
@@ -94,6 +95,7 @@ private:
   }
   void destroy() noexcept {
     if (get() != nullptr) {
+      detail::forget_event(get());
       check_noexcept(cudaEventDestroy(release()), "event destroy", "cudaEventDestroy");
     }
   }

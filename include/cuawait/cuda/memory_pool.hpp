@@ -45,12 +45,10 @@ public:
   device_memory_pool& operator=(const device_memory_pool&) = delete;
   ~device_memory_pool();
 
-  //! The pool cuawait uses when a `device_buffer` is given none: one per device, created
-  //! on first use with the default options (keeps all freed memory), never destroyed (the
-  //! process exit releases it), thread-safe.
-  //! @param device device ordinal; -1 means the calling thread's current device.
-  //! @throws cuda_error
-  [[nodiscard]] static device_memory_pool& default_for_device(int device = -1);
+  //! The pool of the calling thread's device context (`current_context().memory()`), the
+  //! one a `device_buffer` uses when given none.
+  //! @throws no_device_context when the thread has no context.
+  [[nodiscard]] static device_memory_pool& current();
 
   //! The native handle.
   [[nodiscard]] cudaMemPool_t get() const noexcept { return m_pool; }

@@ -52,12 +52,12 @@ public:
 
   //! `count` elements from `pool`, without a stream (see the release rule).
   //! @throws cuda_error naming the size when pinned memory runs out; std::length_error
-  explicit pinned_buffer(std::size_t count, pinned_pool& pool = pinned_pool::global())
+  explicit pinned_buffer(std::size_t count, pinned_pool& pool = pinned_pool::current())
       : m_pool(&pool), m_block(allocate(pool, count)), m_size(count) {}
 
   //! `count` elements from `pool`, released in order after the work of `s`.
   //! @throws cuda_error naming the size when pinned memory runs out; std::length_error
-  pinned_buffer(std::size_t count, stream_ref s, pinned_pool& pool = pinned_pool::global())
+  pinned_buffer(std::size_t count, stream_ref s, pinned_pool& pool = pinned_pool::current())
       : m_pool(&pool), m_block(allocate(pool, count)), m_size(count), m_order(s.get()) {}
 
   pinned_buffer(pinned_buffer&& other) noexcept

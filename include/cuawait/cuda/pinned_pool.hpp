@@ -76,10 +76,10 @@ public:
   //! Waits for the fences of returned blocks, then frees all cached memory.
   ~pinned_pool();
 
-  //! The process-wide pool `pinned_buffer` uses by default. Never destroyed (buffers in
-  //! static storage may outlive any static object, and CUDA may be unloading at exit);
-  //! call `trim()` to give its cached memory back earlier.
-  [[nodiscard]] static pinned_pool& global();
+  //! The pool of the calling thread's device context (`current_context().pinned()`), the
+  //! one `pinned_buffer` uses when given none.
+  //! @throws no_device_context when the thread has no context.
+  [[nodiscard]] static pinned_pool& current();
 
   //! At least `bytes` of pinned memory, from the cache when a block is ready.
   //! @throws cuda_error naming the size when `cudaHostAlloc` fails; the pool stays usable.

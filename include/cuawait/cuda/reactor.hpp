@@ -3,7 +3,7 @@
 
 //! @file
 //! The GPU completion reactor: a completion strategy joined to a `completion_reactor`, and
-//! the process-wide reactor GPU awaitables use.
+//! the calling thread's reactor GPU awaitables use.
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
@@ -35,22 +35,17 @@ private:
   std::unique_ptr<completion_reactor> m_reactor;
 };
 
-//! The reactor GPU awaitables submit to: the one installed by `install_reactor` (the
-//! `runtime` does), else a process-wide one with the default strategy, created on first
-//! use. @throws cuda_error when it cannot be created.
+//! The reactor of the calling thread's device context (`current_context().reactor()`, see
+//! cuawait/cuda/device_context.hpp). @throws no_device_context when the thread has none.
 [[nodiscard]] gpu_reactor& current_reactor();
-
-//! Makes `r` the reactor of `current_reactor()` (nullptr: back to the process-wide one)
-//! and returns the previous one. Waits already submitted stay with their reactor.
-gpu_reactor* install_reactor(gpu_reactor* r) noexcept;
 
 namespace detail {
 //! Copies at least this large are reported to the reactor's source (`note_large_copy`).
 inline constexpr std::size_t large_copy_bytes = std::size_t{1} << 20;
 
-//! Tells the current reactor's source that a copy of `bytes` was enqueued, so that it can
-//! choose completion markers that do not wait behind other streams' copies (see
-//! `gpu_completion_source::note_large_copy`). Creates no reactor; never throws.
+//! Tells the source of the calling thread's context (if any) that a copy of `bytes` was enqueued,
+//! so that it can choose completion markers that do not wait behind other streams' copies (see
+//! `gpu_completion_source::note_large_copy`). Never throws.
 void note_large_copy_slow(std::size_t bytes) noexcept;
 
 //! Called by every copy cuawait enqueues; costs one comparison for small copies.

@@ -75,6 +75,13 @@ public:
   //! the PCIe floor, as if their copies never overlapped). Safe from any thread.
   virtual void note_large_copy(std::size_t bytes) noexcept { (void)bytes; }
 
+  //! `s` is being destroyed: drop what the source keeps for it (the reactor has already
+  //! forgotten the lane, or keeps it while waits are pending). Safe from any thread.
+  virtual void forget_stream(cudaStream_t s) noexcept { (void)s; }
+
+  //! Per-stream state the source keeps now (e.g. timeline counters); for tests.
+  [[nodiscard]] virtual std::size_t stream_state_count() const noexcept { return 0; }
+
   //! Which strategy this is.
   [[nodiscard]] virtual strategy kind() const noexcept = 0;
 

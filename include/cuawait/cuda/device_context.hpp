@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `device_context`: everything cuawait keeps for one GPU — its completion reactor (the
+//! lanes GPU waits are queued on and the strategy that finds finished work), its pinned
+//! host memory pool and its device memory pool — owned by a `runtime` (one per device it
+//! serves) or by the user.
+//!
+//! GPU awaitables find the context of the thread they suspend on: a `runtime`'s pool
+//! workers and its `run` loop have the runtime's context; any thread can be given one with
+//! `context_scope`, and `default_context_scope` names the context of threads that have none
+//! of their own. Nothing is created behind the user's back: awaiting GPU work on a thread
+//! without a context is a `no_device_context` error that says what to do.
+//!
+//! ```cpp
+//! cuawait::cuda::device_context ctx;              // device 0's reactor and pools
+//! cuawait::cuda::context_scope here(ctx);         // this thread awaits through ctx
+//! cuawait::sync_wait(job(stream));
+//! ```
+
+#include "cuawait/cuda/memory_pool.hpp"
+#include "cuawait/cuda/pinned_pool.hpp"
+#include "cuawait/cuda/reactor.hpp"
+#include "cuawait/cuda/strategy.hpp"
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+namespace cuawait::cuda {
+
+//! How a `device_context` is created.
+struct device_context_options {
+  //! Device ordinal; -1 means the creating thread's current device.
+  int device = -1;
+  //! How completions are detected. Unset: the environment variable `CUAWAIT_STRATEGY`
+  //! when set (a name it does not know is refused with std::invalid_argument), else
+  //! `default_strategy`.
+  std::optional<strategy> completion{};
+  //! How the reactor polls and parks.
+  reactor_options reactor{};
+  //! The pinned host memory pool's options.
+  pinned_pool_options pinned{};
+};
+
+//! Thrown when GPU work is awaited (or a default pool is asked for) on a thread that has
+//! no device context: no runtime's thread, no `context_scope`, no `default_context_scope`.
+class no_device_context : public std::logic_error {
+public:
+  no_device_context();
+};
+
+//! One device's reactor and pools. Not movable (awaiting coroutines and pools point at
+//! it). Destruction cancels the waits still pending (see `completion_reactor`), so drain
+//! or finish the work first (a `runtime` does); buffers taken from its pools must be
+//! released before it (device memory is then returned by CUDA; a pinned block still in
+//! use is a bug).
+class device_context {
+public:
+  //! Makes the device current on the calling thread while it sets things up (and restores
+  //! the previous one).
+  //! @throws cuda_error when the device, its reactor or its pools cannot be set up;
+  //! std::invalid_argument for an unknown `CUAWAIT_STRATEGY`.
+  explicit device_context(device_context_options options = {});
+  device_context(const device_context&) = delete;
+  device_context& operator=(const device_context&) = delete;
+  ~device_context();
+
+  //! The device ordinal.
+  [[nodiscard]] int device() const noexcept { return m_device; }
+  //! The completion reactor GPU waits on this device go to.
+  [[nodiscard]] gpu_reactor& reactor() noexcept { return *m_reactor; }
+  //! The pool `pinned_buffer` uses when given none.
+  [[nodiscard]] pinned_pool& pinned() noexcept { return *m_pinned; }
+  //! The pool `device_buffer` uses when given none.
+  [[nodiscard]] device_memory_pool& memory() noexcept { return *m_memory; }
+
+private:
+  int m_device = 0;
+  std::unique_ptr<gpu_reactor> m_reactor;
+  std::unique_ptr<pinned_pool> m_pinned;
+  std::unique_ptr<device_memory_pool> m_memory;
+};
+
+//! The context of the calling thread: its `context_scope`, else the one its runtime set,
+//! else the `default_context_scope`'s; nullptr when none.
+[[nodiscard]] device_context* current_context_or_null() noexcept;
+
+//! As `current_context_or_null`. @throws no_device_context when there is none.
+[[nodiscard]] device_context& current_context();
+
+//! Makes `ctx` the calling thread's context until destroyed (then the previous one is
+//! restored). Scopes nest; destroy them in reverse order on the thread that made them.
+class context_scope {
+public:
+  explicit context_scope(device_context& ctx) noexcept;
+  context_scope(const context_scope&) = delete;
+  context_scope& operator=(const context_scope&) = delete;
+  ~context_scope();
+
+private:
+  device_context* m_previous;
+};
+
+//! Makes `ctx` the context of every thread that has none of its own, until destroyed
+//! (then the previous default is restored). For programs that await GPU work from threads
+//! of their own without a runtime; a `runtime` installs its first context this way when no
+//! default exists. Destroy it before `ctx`, and before no thread can await through it.
+class default_context_scope {
+public:
+  explicit default_context_scope(device_context& ctx) noexcept;
+  default_context_scope(const default_context_scope&) = delete;
+  default_context_scope& operator=(const default_context_scope&) = delete;
+  ~default_context_scope();
+
+private:
+  device_context* m_previous;
+};
+
+namespace detail {
+//! Sets the calling thread's context without restoring it (for threads a runtime starts).
+void set_thread_context(device_context* ctx) noexcept;
+//! Installs `ctx` as the default only when there is none; true when it did.
+bool install_default_context_if_none(device_context* ctx) noexcept;
+//! Removes `ctx` as the default when it still is.
+void remove_default_context(device_context* ctx) noexcept;
+} // namespace detail
+
+} // namespace cuawait::cuda
