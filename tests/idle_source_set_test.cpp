@@ -34,7 +34,9 @@ public:
   [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override {
     return period;
   }
+  [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override { return spinners; }
   std::atomic<std::size_t> polls{0};
+  std::size_t spinners = 1;
   std::size_t resolves = 0;
   bool spinning = false;
   bool pending = false;
@@ -76,6 +78,17 @@ TEST(idle_source_set, park_period_is_the_shortest_of_the_members_with_work_pendi
   EXPECT_EQ(set.idle_park_period(), 2ms); // a has nothing to find
   a.pending = true;
   EXPECT_EQ(set.idle_park_period(), 50us);
+}
+
+TEST(idle_source_set, spinners_wanted_add_up_and_saturate) {
+  scripted_source a;
+  scripted_source b;
+  a.spinners = 2;
+  b.spinners = 3;
+  ca::idle_source_set set{&a, &b};
+  EXPECT_EQ(set.idle_spinners_wanted(), 5u);
+  b.spinners = static_cast<std::size_t>(-1); // every idle thread
+  EXPECT_EQ(set.idle_spinners_wanted(), static_cast<std::size_t>(-1));
 }
 
 TEST(idle_source_set, refuses_null_members_and_too_many) {

@@ -69,6 +69,21 @@ public:
     return std::any_of(begin(), end(), [](idle_source* s) { return s->idle_pending(); });
   }
 
+  //! The members' wants added up (saturating: one that wants every idle thread makes the
+  //! set want them all), since each member's pending work needs its own spinners.
+  [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override {
+    constexpr auto all = static_cast<std::size_t>(-1);
+    std::size_t sum = 0;
+    for (idle_source* s : *this) {
+      const std::size_t w = s->idle_spinners_wanted();
+      if (w >= all - sum) {
+        return all;
+      }
+      sum += w;
+    }
+    return sum;
+  }
+
   //! The shortest period among the members with work pending (or among all, when none has).
   [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override {
     auto best = std::chrono::nanoseconds::max();
