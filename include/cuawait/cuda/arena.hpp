@@ -7,7 +7,7 @@
 //! device span at the same offset. Slots are leased lowest first, so jobs submitted together
 //! sit side by side, and `copy_to_device` / `copy_to_host` copy a batch's slots with one
 //! transfer per run of adjacent slots instead of one per job (what makes batched graphs beat
-//! the per-copy cost, see issue 5). Jobs whose buffers come from elsewhere still work with
+//! the per-copy cost: docs/GRAPHS.md). Jobs whose buffers come from elsewhere still work with
 //! per-job copies; they just do not merge.
 //!
 //! The release rule: a slot is reusable as soon as its lease dies. Await the job's last
