@@ -14,6 +14,7 @@
 #include "cuawait/channel.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
+#include "cuawait/doctor.hpp"
 #include "cuawait/executor.hpp"
 #include "cuawait/inline_executor.hpp"
 #include "cuawait/reactor_stats.hpp"
