@@ -295,13 +295,14 @@ private:
 
 std::string summary_of(const doctor_snapshot& s) {
   const reactor_stats& r = s.reactor;
-  std::string out = format(
-      "cuawait doctor: %llu GPU waits (%llu more were ready at once) on %llu lanes over %.3g s; "
-      "waits pending %.0f%% of the time; resume latency p50 %.3g us, p99 %.3g us",
-      static_cast<unsigned long long>(r.submitted), static_cast<unsigned long long>(r.ready),
-      static_cast<unsigned long long>(r.lanes_created), static_cast<double>(r.age_ns) / 1e9,
-      pct(num(r.busy_ns), num(r.age_ns)), us(r.resume_latency_quantile(0.5)),
-      us(r.resume_latency_quantile(0.99)));
+  std::string out =
+      format("cuawait doctor: %llu GPU waits (%llu more were ready at once) on %llu lanes over "
+             "%.3g s; waits pending %.0f%% of the time; resume latency p50 ",
+             static_cast<unsigned long long>(r.submitted), static_cast<unsigned long long>(r.ready),
+             static_cast<unsigned long long>(r.lanes_created), static_cast<double>(r.age_ns) / 1e9,
+             pct(num(r.busy_ns), num(r.age_ns)));
+  out += show(us(r.resume_latency_quantile(0.5))) + " us, p99 " +
+         show(us(r.resume_latency_quantile(0.99))) + " us";
   if (s.pool) {
     out += format("; pool of %zu workers busy %.0f%%", s.pool->workers,
                   100.0 * s.pool->busy_fraction());
