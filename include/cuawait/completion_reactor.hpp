@@ -184,7 +184,10 @@ private:
   std::size_t m_resuming = 0;
   std::atomic<std::uint64_t> m_last_progress_ns{0}; // written under m_mutex
   std::uint64_t m_last_probe_ns = 0;
-  std::atomic<bool> m_has_ready{false};    // the ready list is not empty
+  std::atomic<bool> m_has_ready{false}; // the ready list is not empty
+  // The pollers were told to stop spinning (spin window lapsed) and nothing progressed
+  // since: what a poll finds now counts in reactor_stats::completions_after_spin.
+  mutable std::atomic<bool> m_spin_lapsed{false};
   std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
   std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
   std::size_t m_claim_cursor = 0;          // guarded by m_mutex

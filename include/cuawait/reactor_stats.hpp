@@ -50,9 +50,10 @@ struct reactor_stats {
   // Load over the reactor's life (what `cuawait::doctor` reads). Maintained under the
   // reactor's lock at each submission and resolution, from clock reads it makes anyway.
   std::uint64_t ready = 0; //!< waits whose work had finished at `co_await` (no suspension)
-  //! Completions found by a poll after the spin window had lapsed since the last progress:
-  //! the work outlasted `reactor_options::spin_window`, the pollers had parked, and unless
-  //! the source notifies, the completion was seen up to `park_poll` late.
+  //! Completions found by a poll after the pollers had been told to stop spinning (nothing
+  //! finished or started for `reactor_options::spin_window`): the work outlasted the spin
+  //! window, the pollers parked, and unless the source notifies, the completion was seen up
+  //! to `park_poll` late.
   std::uint64_t completions_after_spin = 0;
   std::uint64_t lanes_created = 0;    //!< lanes made (distinct streams/events awaited)
   std::size_t peak_pending = 0;       //!< most waits pending at once

@@ -150,6 +150,9 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       m_active.push_back(lane);
     }
     m_last_progress_ns.store(now, std::memory_order_relaxed);
+    if (m_spin_lapsed.load(std::memory_order_relaxed)) {
+      m_spin_lapsed.store(false, std::memory_order_relaxed); // progress: spinning again
+    }
     const std::size_t pending = m_pending_count.fetch_add(1, std::memory_order_relaxed) + 1;
     m_load.peak_pending = std::max(m_load.peak_pending, pending);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
@@ -330,16 +333,19 @@ std::size_t completion_reactor::poll() {
   {
     const std::lock_guard lock(m_mutex);
     const std::uint64_t now = now_ns();
-    const std::uint64_t quiet = now - m_last_progress_ns.load(std::memory_order_relaxed);
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    const bool probe =
-        !m_active.empty() && quiet >= probe_after && now - m_last_probe_ns >= probe_after;
+    const bool probe = !m_active.empty() &&
+                       now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
+                       now - m_last_probe_ns >= probe_after;
     if (probe) {
       m_last_probe_ns = now;
     }
     n = sweep_locked(probe);
     if (n != 0) {
-      if (quiet >= static_cast<std::uint64_t>(m_options.spin_window.count())) {
+      // Found after the pollers were told to stop spinning: by a poll after a park. (A
+      // poller that was merely descheduled polls before it asks whether to spin on.)
+      if (m_spin_lapsed.load(std::memory_order_relaxed)) {
+        m_spin_lapsed.store(false, std::memory_order_relaxed);
         m_counters.after_spin.fetch_add(n, std::memory_order_relaxed);
       }
       m_last_progress_ns.store(now, std::memory_order_relaxed);
@@ -484,6 +490,7 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
         }
       }
       m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+      m_spin_lapsed.store(false, std::memory_order_relaxed);
     }
   }
   if (m_has_ready.load(std::memory_order_relaxed)) {
@@ -530,7 +537,11 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
     return false;
   }
   const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
-  return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
+  if (now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window) {
+    return true;
+  }
+  m_spin_lapsed.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
@@ -654,6 +665,9 @@ void completion_reactor::thread_main(std::stop_token stop) {
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
     }
     if (idle || now - last_progress >= window) {
+      if (!idle) {
+        m_spin_lapsed.store(true, std::memory_order_relaxed);
+      }
       m_counters.spin_ns.fetch_add(now - spin_start, std::memory_order_relaxed);
       park(stop, seq, !idle);
       spin_start = now_ns();
