@@ -172,6 +172,11 @@ TEST(DoctorRules, CpuBoundWhenWorkersAreBusyWithoutABacklog) {
   EXPECT_FALSE(has(r, doctor_rule::pool_too_small)) << r;
   EXPECT_NE(r.find(doctor_rule::cpu_bound)->advice.find("CPU-bound"), std::string::npos);
 
+  auto cpu_only = s; // no GPU work at all: not the doctor's business
+  cpu_only.reactor.submitted = 0;
+  cpu_only.reactor.completions = 0;
+  EXPECT_TRUE(doctor{}.examine(cpu_only).clean()) << doctor{}.examine(cpu_only);
+
   auto brief = s; // too little time measured to judge
   brief.pool->busy_ns = 9'500'000;
   brief.pool->idle_ns = 500'000;

@@ -124,6 +124,9 @@ private:
       return false;
     }
     const thread_pool_stats& p = *m_s.pool;
+    if (m_s.reactor.submitted + m_s.reactor.ready == 0) {
+      return false; // no GPU work awaited: a CPU-only use of the pool is not judged
+    }
     const std::uint64_t measured = p.busy_ns + p.idle_ns;
     if (measured < static_cast<std::uint64_t>(m_t.min_pool_time.count()) ||
         p.busy_fraction() < m_t.busy_fraction) {
