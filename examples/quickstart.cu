@@ -57,6 +57,8 @@ int main() {
   ca::runtime rt; // thread pool + GPU completion reactor
   cu::stream_pool streams(16);
   const int jobs = 1000;
+  // All jobs run on this thread, interleaved at their co_awaits; none blocks it. (To spread
+  // CPU-heavy jobs over the runtime's pool, a job starts with co_await rt.pool().schedule().)
   const int ok = rt.run(all_jobs(streams, jobs));
   std::printf("quickstart: %d of %d jobs correct\n", ok, jobs);
   return ok == jobs ? 0 : 1;

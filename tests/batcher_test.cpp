@@ -3,11 +3,13 @@
 // coroutine resumes when its own batch is done and gets its own job back, errors, shutdown,
 // executor resumption, and a multi-threaded stress (also run under TSan).
 
+#include <cuawait/cancellation.hpp>
 #include <cuawait/detail/batch_coalesce.hpp>
 #include <cuawait/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
 
 #include "common/detached.hpp"
+#include "common/race.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +22,10 @@
 #include <exception>
 #include <latch>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -324,6 +328,119 @@ TEST(Batcher, ResumesOnTheExecutorTheCoroutineSuspendedOn) {
   cuawait::detail::resume(h);
   EXPECT_EQ(out.value, 1005);
   EXPECT_TRUE(done.try_wait());
+}
+
+// --- cancellation before submission ------------------------------------------------------
+
+struct cancellable_outcome {
+  std::atomic<int> value{-1};
+  std::atomic<bool> cancelled{false};
+  std::atomic<int> resumptions{0};
+};
+
+detached submit_cancellable(engine_t& e, int job, std::stop_token token, cancellable_outcome& out,
+                            std::atomic<int>& finished) {
+  try {
+    out.value = co_await awaiter_t(e, job, std::move(token));
+  } catch (const cuawait::operation_cancelled&) {
+    out.cancelled = true;
+  }
+  out.resumptions.fetch_add(1);
+  std::atomic<int>* const f = &finished; // `out` may be gone once this is counted
+  f->fetch_add(1);
+  f->notify_all();
+}
+
+TEST(BatcherCancel, AStopWhileQueuedWithdrawsTheJobAndResumesAtOnce) {
+  fake_backend b;
+  std::atomic<int> finished{0};
+  cancellable_outcome kept, dropped;
+  std::stop_source stop;
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    submit_cancellable(e, 1, {}, kept, finished);
+    submit_cancellable(e, 2, stop.get_token(), dropped, finished);
+    stop.request_stop();
+    EXPECT_TRUE(dropped.cancelled); // at once, on this thread, before any batch went
+    EXPECT_EQ(finished.load(), 1);
+    e.flush();
+    for (int f = finished.load(); f != 2; f = finished.load()) {
+      finished.wait(f);
+    }
+  }
+  EXPECT_EQ(kept.value, 1001);
+  EXPECT_EQ(dropped.value, -1);
+  EXPECT_EQ(b.batches, std::vector<std::vector<int>>{{1}}); // job 2 was never submitted
+}
+
+TEST(BatcherCancel, AStoppedTokenQueuesNothing) {
+  fake_backend b;
+  std::atomic<int> finished{0};
+  cancellable_outcome out;
+  std::stop_source stop;
+  stop.request_stop();
+  {
+    engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+    submit_cancellable(e, 1, stop.get_token(), out, finished);
+    EXPECT_TRUE(out.cancelled);
+  }
+  EXPECT_TRUE(b.batches.empty());
+}
+
+TEST(BatcherCancel, AfterSubmissionAStopWaitsForTheBatch) {
+  fake_backend b;
+  b.auto_complete = false;
+  std::atomic<int> finished{0};
+  cancellable_outcome out;
+  std::stop_source stop;
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  submit_cancellable(e, 3, stop.get_token(), out, finished);
+  b.wait_for_batches(1);
+  stop.request_stop();
+  EXPECT_EQ(out.resumptions, 0); // the GPU owns the job's buffers until the batch is done
+  b.release(0);
+  for (int f = finished.load(); f != 1; f = finished.load()) {
+    finished.wait(f);
+  }
+  EXPECT_FALSE(out.cancelled);
+  EXPECT_EQ(out.value, 1003);
+}
+
+// 1,000 races of a stop against the engine taking the job into a batch: the coroutine
+// resumes once, cancelled exactly when its job was not submitted.
+TEST(BatcherCancel, ThousandRacesOfStopAgainstSubmission) {
+  fake_backend b;
+  std::atomic<int> finished{0};
+  int submitted = 0, cancelled = 0;
+  std::mt19937 rng(5);
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  for (int i = 0; i < 1000; ++i) {
+    cancellable_outcome out;
+    std::stop_source stop;
+    if ((rng() & 1U) != 0) {
+      // The stop against the co_await itself (the engine takes the job at once).
+      cuawait::test::race_stop_request(
+          stop, [&] { submit_cancellable(e, i, stop.get_token(), out, finished); });
+    } else {
+      submit_cancellable(e, i, stop.get_token(), out, finished);
+      cuawait::test::race_stop_request(stop, [] {}); // against the engine thread's take
+    }
+    for (int f = finished.load(); f != i + 1; f = finished.load()) {
+      finished.wait(f); // a hang fails the test by its timeout
+    }
+    ASSERT_EQ(out.resumptions, 1) << "race " << i;
+    const std::size_t batches = b.sizes().size();
+    if (out.cancelled) {
+      ++cancelled;
+      ASSERT_EQ(batches, static_cast<std::size_t>(submitted)) << "race " << i;
+    } else {
+      ++submitted;
+      ASSERT_EQ(out.value, 1000 + i) << "race " << i;
+      ASSERT_EQ(batches, static_cast<std::size_t>(submitted)) << "race " << i;
+    }
+  }
+  EXPECT_GT(submitted, 0);
+  EXPECT_GT(cancelled, 0);
 }
 
 TEST(Batcher, StressManyThreadsSubmitting) {

@@ -14,7 +14,7 @@ namespace {
 using namespace cuawait::bench;
 
 const std::vector<mode_description> test_modes{
-    {"sync_per_op", "baseline", "seed loop"},
+    {"sync_per_op", "baseline", "traditional blocking loop"},
     {"threads_per_op", "baseline", "threads"},
     {"coro_batched", "cuawait", "one await per job"},
 };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pipeline benchmark's floor arithmetic (WORKLOAD.md "The floor").
+// The pipeline benchmark's floor arithmetic (docs/WORKLOAD.md "The floor").
 
 #include "../bench/pipeline/floor.hpp"
 
@@ -36,7 +36,7 @@ TEST(PipelineFloor, EachTermFollowsItsDefinition) {
 
 TEST(PipelineFloor, W3IsBoundByPcieBothWays) {
   const floor_terms t = compute_floor(workload{1000, 4194304, 200, 20}, h200_like());
-  EXPECT_NEAR(t.floor_us, 82.5, 0.1); // WORKLOAD.md: 82.5 (PCIe both ways)
+  EXPECT_NEAR(t.floor_us, 82.5, 0.1); // 82.5 on the H200 (PCIe both ways)
 }
 
 TEST(PipelineFloor, TheLargestTermWins) {

@@ -4,6 +4,7 @@
 
 #include "common/fake_completion_source.hpp"
 
+#include "cuawait/cancellation.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/executor.hpp"
 
@@ -550,6 +551,44 @@ TEST(ReactorTest, ForgottenIdleLanesAreRemovedAndBusyOnesKept) {
   EXPECT_EQ(r.lane_count(), 0U);
   EXPECT_EQ(r.poll(), 0U);
   EXPECT_FALSE(r.forget_lane(lane_key_of(123))); // never seen
+}
+
+} // namespace
+
+namespace {
+
+waiter stop_aware_wait(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
+                       int& cancelled) {
+  try {
+    (void)co_await fake_wait(r, lane, token);
+  } catch (const cuawait::operation_cancelled&) {
+    ++cancelled;
+  }
+}
+
+TEST(ReactorTest, StopAllEndsEveryPendingWaitAsAStopRequest) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  int cancelled = 0;
+  std::vector<waiter> ws;
+  ws.reserve(1000);
+  for (std::uintptr_t i = 0; i < 1000; ++i) {
+    ws.push_back(stop_aware_wait(r, 1 + i % 10, 1 + i, cancelled));
+  }
+  EXPECT_EQ(r.pending(), 1000U);
+  EXPECT_EQ(r.stop_all(), 1000U); // no executor: each resumes inline here
+  EXPECT_EQ(r.pending(), 0U);
+  EXPECT_EQ(cancelled, 1000); // reported as a stop request, not as a shutdown
+  for (const waiter& w : ws) {
+    EXPECT_TRUE(w.done());
+  }
+  // The reactor goes on: a later wait completes normally.
+  outcome later;
+  auto w = wait_on(r, 3, 5000, later);
+  src.complete(5000);
+  r.poll();
+  EXPECT_TRUE(later.resumed);
+  EXPECT_EQ(later.status.state, completion_state::done);
 }
 
 } // namespace

@@ -87,7 +87,7 @@ TEST(RunLoop, RunAwaitableReturnsValueAndReference) {
   EXPECT_EQ(&r, &x);
 }
 
-// Issue 9 (as sync_wait): the result is moved only out of the task, and a copy-only result
+// Regression (as for sync_wait): the result is moved only out of the task, and a copy-only result
 // is copied instead of rejected.
 TEST(RunLoop, RunAwaitableMovesTheResultOnlyOutOfTheTask) {
   counted::reset();

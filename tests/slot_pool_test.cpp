@@ -7,12 +7,18 @@
 
 #include "common/manual_executor.hpp"
 #include "common/owned_coroutine.hpp"
+#include "common/race.hpp"
+
+#include <cuawait/async_scope.hpp>
+#include <cuawait/cancellation.hpp>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <coroutine>
 #include <optional>
+#include <random>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -203,6 +209,153 @@ TEST(SlotPool, ThreadsAndCoroutinesNeverShareASlot) {
   EXPECT_EQ(violations.load(), 0);
   EXPECT_EQ(pool.available(), slots);
   EXPECT_EQ(pool.waiting(), 0u);
+}
+
+// --- cancellation ------------------------------------------------------------------------
+
+//! What a cancellable acquisition saw: the slot (kept until the frame is destroyed), or
+//! a cancellation.
+struct acquisition {
+  std::optional<std::size_t> slot;
+  bool cancelled = false;
+  int resumptions = 0;
+};
+
+owned_coroutine take_cancellable(slot_pool& pool, std::stop_token token, acquisition& out) {
+  try {
+    out.slot = co_await pool.acquire(priority::normal, std::move(token));
+  } catch (const cuawait::operation_cancelled&) {
+    out.cancelled = true;
+  }
+  ++out.resumptions;
+}
+
+TEST(SlotPoolCancel, AStopWithdrawsTheWaitAndTakesNoSlot) {
+  slot_pool pool({0, 1, 0});
+  const auto held = pool.try_acquire();
+  std::stop_source stop;
+  acquisition first, second;
+  auto c1 = take_cancellable(pool, stop.get_token(), first);
+  auto c2 = take(pool, second.slot);
+  EXPECT_EQ(pool.waiting(), 2u);
+  std::thread([&] { stop.request_stop(); }).join();
+  EXPECT_TRUE(first.cancelled); // at once, without a release
+  EXPECT_EQ(first.resumptions, 1);
+  EXPECT_EQ(pool.waiting(), 1u);
+  pool.release(*held); // goes to the next waiter, not to the cancelled one
+  EXPECT_EQ(second.slot, 0u);
+  c1.handle.destroy();
+  c2.handle.destroy();
+  pool.release(0); // the second waiter's
+  EXPECT_EQ(pool.available(), 1u);
+}
+
+TEST(SlotPoolCancel, AStoppedTokenCancelsEvenWithASlotFree) {
+  slot_pool pool({0, 2, 0});
+  std::stop_source stop;
+  stop.request_stop();
+  acquisition a;
+  auto c = take_cancellable(pool, stop.get_token(), a);
+  EXPECT_TRUE(a.cancelled);
+  EXPECT_EQ(pool.available(), 2u);
+  c.handle.destroy();
+}
+
+TEST(SlotPoolCancel, AGrantBeforeTheStopKeepsTheSlot) {
+  slot_pool pool({0, 1, 0});
+  const auto held = pool.try_acquire();
+  std::stop_source stop;
+  acquisition a;
+  auto c = take_cancellable(pool, stop.get_token(), a);
+  pool.release(*held);
+  stop.request_stop();
+  EXPECT_FALSE(a.cancelled);
+  EXPECT_EQ(a.slot, 0u);
+  EXPECT_EQ(pool.available(), 0u);
+  c.handle.destroy();
+  pool.release(0);
+}
+
+TEST(SlotPoolCancel, ACancelledWaitResumesOnItsExecutor) {
+  slot_pool pool({0, 1, 0});
+  const auto held = pool.try_acquire();
+  cuawait::test::manual_executor ex;
+  std::stop_source stop;
+  acquisition a;
+  std::optional<owned_coroutine> c;
+  {
+    const cuawait::executor_scope scope(&ex, priority::low);
+    c = take_cancellable(pool, stop.get_token(), a);
+  }
+  stop.request_stop();
+  EXPECT_FALSE(a.cancelled);
+  ASSERT_EQ(ex.size(), 1u);
+  ex.run_all();
+  EXPECT_TRUE(a.cancelled);
+  c->handle.destroy();
+  pool.release(*held);
+}
+
+// A task's token (and so when_any's or an async_scope's) reaches the acquisition.
+TEST(SlotPoolCancel, AnAsyncScopeStopsItsWaitingAcquisitions) {
+  slot_pool pool({0, 1, 0});
+  const auto held = pool.try_acquire();
+  int cancelled = 0;
+  cuawait::async_scope scope;
+  auto job = [&]() -> cuawait::task<void> {
+    try {
+      pool.release(co_await pool.acquire());
+    } catch (const cuawait::operation_cancelled&) {
+      ++cancelled;
+    }
+  };
+  for (int i = 0; i < 5; ++i) {
+    scope.spawn(job());
+  }
+  EXPECT_EQ(pool.waiting(), 5u);
+  scope.request_stop();
+  cuawait::sync_wait(scope.join());
+  EXPECT_EQ(cancelled, 5);
+  pool.release(*held);
+  EXPECT_EQ(pool.available(), 1u);
+}
+
+// 1,000 races of a stop against a release: exactly one outcome each time, and the slot is
+// accounted for (held by the waiter, or back in the pool). Half the races also hit the
+// window in which the waiter is still registering its stop callback.
+TEST(SlotPoolCancel, ThousandRacesOfStopAgainstRelease) {
+  std::mt19937 rng(11);
+  int grants = 0, cancels = 0;
+  for (int i = 0; i < 1000; ++i) {
+    slot_pool pool({0, 1, 0});
+    const auto held = pool.try_acquire();
+    std::stop_source stop;
+    acquisition a;
+    std::optional<owned_coroutine> c;
+    if ((rng() & 1U) != 0) {
+      c = take_cancellable(pool, stop.get_token(), a);
+      cuawait::test::race_stop_request(stop, [&] { pool.release(*held); });
+    } else {
+      cuawait::test::race_stop_request(stop, [&] {
+        c = take_cancellable(pool, stop.get_token(), a);
+        pool.release(*held);
+      });
+    }
+    ASSERT_EQ(a.resumptions, 1) << "race " << i;
+    if (a.cancelled) {
+      ++cancels;
+      ASSERT_EQ(pool.available(), 1u) << "race " << i;
+    } else {
+      ++grants;
+      ASSERT_EQ(a.slot, 0u) << "race " << i;
+      ASSERT_EQ(pool.available(), 0u) << "race " << i;
+      pool.release(0);
+    }
+    ASSERT_EQ(pool.waiting(), 0u);
+    c->handle.destroy();
+  }
+  EXPECT_GT(grants, 0);
+  EXPECT_GT(cancels, 0);
 }
 
 } // namespace

@@ -49,7 +49,7 @@ TEST(SyncWait, ReturnsLvalueReferenceForReferenceResult) {
   EXPECT_EQ(&r, &s);
 }
 
-// Issue 9: sync_wait moved an rvalue result three times (into its own promise, then out);
+// Regression: sync_wait moved an rvalue result three times (into its own promise, then out);
 // cppcoro and libcoro move it twice.
 TEST(SyncWait, MovesATasksResultOnlyOutOfTheTask) {
   counted::reset();
@@ -89,7 +89,7 @@ struct yields_copy_only {
   copy_only await_resume() const { return copy_only{value}; }
 };
 
-// Issue 9: a result whose move constructor is deleted is copied out instead of rejected.
+// Regression: a result whose move constructor is deleted is copied out instead of rejected.
 TEST(SyncWait, CopyOnlyResult) {
   EXPECT_EQ(ca::sync_wait(yields_copy_only{6}).value, 6);
   auto make = []() -> ca::task<copy_only> { co_return copy_only{7}; };

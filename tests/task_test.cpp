@@ -107,7 +107,7 @@ TEST(Task, MoveOnlyResult) {
   EXPECT_EQ(ca::sync_wait(outer()), 9);
 }
 
-// Issue 9: return_value had no default template argument, so a braced list could not deduce.
+// Regression: return_value had no default template argument, so a braced list could not deduce.
 TEST(Task, CoReturnOfABracedInitList) {
   auto pair = []() -> ca::task<std::pair<int, int>> { co_return {1, 2}; };
   EXPECT_EQ(ca::sync_wait(pair()), std::make_pair(1, 2));
@@ -118,7 +118,7 @@ TEST(Task, CoReturnOfABracedInitList) {
   EXPECT_EQ(&ca::sync_wait(ref()), &x);
 }
 
-// Issue 9: a result whose move constructor is deleted is copied where it would be moved.
+// Regression: a result whose move constructor is deleted is copied where it would be moved.
 TEST(Task, CopyOnlyResultIsCopied) {
   auto make = []() -> ca::task<copy_only> { co_return copy_only{4}; };
   auto named = []() -> ca::task<copy_only> {

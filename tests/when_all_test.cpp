@@ -197,7 +197,7 @@ TEST(WhenAll, ResultsAreMovedNeverCopied) {
   EXPECT_EQ(counted::alive(), 0);
 }
 
-// Issue 9: an rvalue child is moved into the combinator, so the concept refuses the
+// Regression: an rvalue child is moved into the combinator, so the concept refuses the
 // primitives' awaiters, which cannot move (tests/compile_fail checks the diagnostic). An
 // lvalue child is referenced and stays accepted.
 static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
@@ -223,7 +223,7 @@ TEST(WhenAll, NonMovableAwaitableAsAnLvalueChild) {
   mutex.unlock();
 }
 
-// Issue 9: a child result whose move constructor is deleted is copied into the result.
+// Regression: a child result whose move constructor is deleted is copied into the result.
 // (Awaited in a task: libstdc++'s std::tuple of such a type cannot be moved, which
 // sync_wait would do.)
 TEST(WhenAll, CopyOnlyResults) {

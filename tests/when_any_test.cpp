@@ -190,7 +190,7 @@ TEST(WhenAny, ResultsAreMovedNeverCopiedAndNothingLeaks) {
   EXPECT_EQ(counted::alive(), 0);
 }
 
-// Issue 9: a winner's result whose move constructor is deleted is copied into the result.
+// Regression: a winner's result whose move constructor is deleted is copied into the result.
 TEST(WhenAny, CopyOnlyResults) {
   auto make = [](int v) -> ca::task<ca::test::copy_only> { co_return {v}; };
   auto r = ca::sync_wait(ca::when_any(make(1), make(2)));
@@ -204,7 +204,7 @@ TEST(WhenAny, CopyOnlyResults) {
   EXPECT_EQ(v.value.value, 3);
 }
 
-// Issue 9: as for when_all, the concept refuses a non-movable rvalue child.
+// Regression, as for when_all: the concept refuses a non-movable rvalue child.
 static_assert(!ca::concepts::combinator_child<ca::async_mutex::scoped_lock_awaiter>);
 
 TEST(WhenAnyStress, ChildrenRacingOnSeveralThreads) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The baselines of WORKLOAD.md in raw CUDA, as code written without cuawait looks:
-//   sync_per_op      one stream, cudaStreamSynchronize after every operation (the seed);
+// The baselines of docs/WORKLOAD.md in raw CUDA, as code written without cuawait looks:
+//   sync_per_op      one stream, cudaStreamSynchronize after every operation (the traditional
+//                    blocking loop);
 //   threads_per_op   T threads, each with its own stream and buffers, synchronizing after
 //                    every operation, taking jobs from a shared counter;
 //   threads_per_job  the same threads, enqueuing a job's four GPU operations and
@@ -221,8 +222,8 @@ int thread_per_pipeline(int concurrency, int) { return concurrency; }
 
 void register_baselines(std::vector<mode_entry>& modes) {
   modes.push_back({{"sync_per_op", "baseline",
-                    "one stream, cudaStreamSynchronize after every operation (the seed's loop); "
-                    "runs once, ignoring --concurrency"},
+                    "one stream, cudaStreamSynchronize after every operation (the traditional "
+                    "blocking loop); runs once, ignoring --concurrency"},
                    sync_per_op,
                    true,
                    1,

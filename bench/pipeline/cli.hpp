@@ -33,7 +33,7 @@ inline std::string modes_help(const std::vector<mode_description>& modes) {
 }
 
 inline std::string presets_help() {
-  std::string s = "Start from a named workload of WORKLOAD.md (W1, W2, W3); explicit "
+  std::string s = "Start from a named workload of docs/WORKLOAD.md (W1, W2, W3); explicit "
                   "--jobs/--bytes/--iters/--cpu-us override it:";
   for (const preset& p : presets) {
     s += "\n  " + std::string(p.name) + " " + std::string(p.description) + ": " +
@@ -48,10 +48,11 @@ inline std::string presets_help() {
 inline parse_outcome parse_command_line(int argc, const char* const* argv,
                                         const std::vector<mode_description>& modes,
                                         std::ostream& out, std::ostream& err) {
-  CLI::App app{"cuawait-bench-pipeline: the pipeline workload of WORKLOAD.md (CPU pre -> H2D -> "
-               "kernel A -> kernel B -> D2H -> CPU post, many independent jobs) run by the "
-               "traditional baselines and by cuawait, against the floor measured in the same run.",
-               "cuawait-bench-pipeline"};
+  CLI::App app{
+      "cuawait-bench-pipeline: the pipeline workload of docs/WORKLOAD.md (CPU pre -> H2D -> "
+      "kernel A -> kernel B -> D2H -> CPU post, many independent jobs) run by the "
+      "traditional baselines and by cuawait, against the floor measured in the same run.",
+      "cuawait-bench-pipeline"};
   options o;
   std::string preset_arg;
   workload w;
@@ -92,7 +93,7 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
                "pipelines in flight (unless --concurrency); reports throughput and host memory "
                "(RSS increase) per in-flight pipeline; max(jobs, 2 x level) jobs per run");
   app.add_flag("--grid", o.grid,
-               "Grid run (issue 17's ratio table): every size of --grid-bytes at every level of "
+               "Grid run (the ratio table): every size of --grid-bytes at every level of "
                "--concurrency (default 2,4,8,16,32), modes threads_per_job, coro_batched_pool, "
                "coro_per_op_pool unless --modes (threads_per_job always runs: every ratio is "
                "against it), each run --repeat times; prints one table per mode of "

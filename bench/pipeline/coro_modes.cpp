@@ -4,7 +4,8 @@
 // running them as sequential code; a stream lease per job from a `stream_pool`; one runtime
 // (pool + GPU completion reactor) per mode run.
 //
-//   coro_per_op[_pool]    co_await after every operation (the seed's style)
+//   coro_per_op[_pool]    co_await after every operation (the traditional blocking loop's
+//                         shape, written as coroutines)
 //   coro_batched[_pool]   enqueue the job's four GPU operations, co_await once
 //   coro_mapped           zero-copy: kernel A reads the job's mapped host buffer, kernel B
 //                         writes it back; no copies, one co_await (on the pool)
@@ -189,7 +190,7 @@ void register_cuawait_modes(std::vector<mode_entry>& modes) {
   constexpr int unbounded = 1 << 30;
   modes.push_back({{"coro_per_op", "cuawait",
                     "concurrency coroutines on one driving thread, co_await after every "
-                    "operation (the seed's style)"},
+                    "operation (the traditional blocking loop's shape, written as coroutines)"},
                    coro_per_op,
                    false,
                    unbounded,

@@ -2,7 +2,7 @@
 #pragma once
 
 //! @file
-//! The floor of WORKLOAD.md: the least time per job that the machine allows, from
+//! The floor of docs/WORKLOAD.md: the least time per job that the machine allows, from
 //! measurements made in the same run before the modes. CPU-only, so tests cover it.
 
 #include "options.hpp"

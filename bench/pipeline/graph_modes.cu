@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The graph modes of the pipeline benchmark (issue 5), written as a user writes them:
+// The graph modes of the pipeline benchmark, written as a user writes them:
 //   coro_graph          C coroutine pipelines on the runtime's pool; each captures its
 //                       job's four GPU operations into a graph once, then per job:
 //                       pre, co_await exec.launch(stream), post (one launch, one completion).

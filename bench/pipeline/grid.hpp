@@ -2,7 +2,7 @@
 #pragma once
 
 //! @file
-//! The grid run (`--grid`, issue 17): job sizes x concurrency levels, each cell running the
+//! The grid run (`--grid`): job sizes x concurrency levels, each cell running the
 //! reference `threads_per_job` and the other selected modes `--repeat` times. This file
 //! turns its runs into the ratio tables (reference µs/job / mode µs/job, medians) and the
 //! JSON document. CPU-only, so tests cover it.

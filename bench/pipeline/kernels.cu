@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernels A and B of WORKLOAD.md. The multiply-add is written as __fmaf_rn so that the
+// Kernels A and B of docs/WORKLOAD.md. The multiply-add is written as __fmaf_rn so that the
 // rounding is known (one rounding, as std::fmaf on the CPU) whatever nvcc's contraction
 // setting: the check compares results bit for bit.
 

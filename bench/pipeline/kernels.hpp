@@ -2,7 +2,7 @@
 #pragma once
 
 //! @file
-//! Kernels A and B of WORKLOAD.md, launched from host code in .cpp files (kernels.cu holds
+//! Kernels A and B of docs/WORKLOAD.md, launched from host code in .cpp files (kernels.cu holds
 //! the device code). Both read `in` and write `out` (the same pointer for in-place work;
 //! `coro_mapped` reads mapped host memory and writes device memory, then the reverse).
 

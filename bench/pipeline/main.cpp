@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// cuawait-bench-pipeline: the pipeline workload of WORKLOAD.md, run by the raw-CUDA
+// cuawait-bench-pipeline: the pipeline workload of docs/WORKLOAD.md, run by the raw-CUDA
 // baselines and by cuawait, against the floor measured in the same run. See
 // docs/BENCHMARK.md.
 

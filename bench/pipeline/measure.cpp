@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The machine's description and the floor's measurements (WORKLOAD.md "The floor").
+// The machine's description and the floor's measurements (docs/WORKLOAD.md "The floor").
 
 #include "measure.hpp"
 

@@ -2,7 +2,7 @@
 #pragma once
 
 //! @file
-//! The parameters of one run of cuawait-bench-pipeline: the workload of WORKLOAD.md, the
+//! The parameters of one run of cuawait-bench-pipeline: the workload of docs/WORKLOAD.md, the
 //! modes to run, the outputs; the named presets W1, W2, W3 and the validation that refuses
 //! a bad value with a message naming the option. CPU-only, so tests cover it.
 
@@ -38,14 +38,14 @@ struct workload {
   [[nodiscard]] std::size_t floats() const noexcept { return static_cast<std::size_t>(bytes / 4); }
 };
 
-//! A named workload of WORKLOAD.md.
+//! A named workload of docs/WORKLOAD.md.
 struct preset {
   std::string_view name;
   std::string_view description;
   workload w;
 };
 
-//! W1, W2 and W3 exactly as WORKLOAD.md defines them.
+//! W1, W2 and W3 exactly as docs/WORKLOAD.md defines them.
 inline constexpr std::array<preset, 3> presets{{
     {"W1", "small", {3000, 262144, 50, 0}},
     {"W2", "small + CPU", {3000, 262144, 50, 20}},
@@ -68,10 +68,10 @@ inline constexpr std::array<preset, 3> presets{{
 //! The concurrency levels of the scaling run (4 KiB jobs): 1 to 100,000 pipelines in flight.
 inline const std::vector<int> scaling_levels{1, 10, 100, 1000, 10000, 100000};
 
-//! The grid run (`--grid`): the job sizes and concurrency levels of issue 17's ratio table,
-//! the modes each cell runs (the reference `threads_per_job` first), and the jobs per cell:
-//! `grid_cell_bytes` moved each way per cell, at least `grid_min_jobs` (and 8 per pipeline,
-//! so that every pipeline carries several jobs), at most `grid_max_jobs`.
+//! The grid run (`--grid`): the job sizes and concurrency levels of the ratio table
+//! (docs/BENCHMARK.md), the modes each cell runs (the reference `threads_per_job` first), and the
+//! jobs per cell: `grid_cell_bytes` moved each way per cell, at least `grid_min_jobs` (and 8 per
+//! pipeline, so that every pipeline carries several jobs), at most `grid_max_jobs`.
 inline const std::vector<std::int64_t> grid_default_bytes{
     std::int64_t{4} << 10, std::int64_t{64} << 10, std::int64_t{256} << 10, std::int64_t{1} << 20,
     std::int64_t{4} << 20, std::int64_t{32} << 20, std::int64_t{64} << 20};

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// cuawait-standalone-threads-per-job: the threads_per_job baseline of WORKLOAD.md as a
+// cuawait-standalone-threads-per-job: the threads_per_job baseline of docs/WORKLOAD.md as a
 // program of its own (plain CUDA runtime + std::thread, no cuawait library, no CLI11), to
 // check the benchmark's harness: its threads_per_job at the same parameters, run in the
 // same call, should be within a few percent of this.

@@ -28,4 +28,14 @@ private:
   const char* m_what;
 };
 
+//! Thrown from `co_await with_timeout(...)` / `with_deadline(...)` (deadline.hpp) when the
+//! deadline passed before the awaited operation finished. An `operation_cancelled`: the
+//! operation was stopped, by the clock; catch this type to tell a timeout from other stops.
+class operation_timed_out : public operation_cancelled {
+public:
+  //! `what` must outlive the exception (the library passes string literals).
+  explicit operation_timed_out(const char* what = "cuawait: operation timed out") noexcept
+      : operation_cancelled(what) {}
+};
+
 } // namespace cuawait

@@ -92,6 +92,14 @@ public:
   //! Called by an awaiter's destructor (its coroutine is being destroyed).
   bool withdraw(detail::wait_node& w) noexcept;
 
+  //! Ends `w` as `completion_state::cancelled` if the reactor has not seen its work finish
+  //! yet: `w` leaves its lane, the source retires its marker, and the reactor never resumes
+  //! it; the caller (a stop callback) does. Returns false, changing nothing, when the work
+  //! was seen finished first (the reactor resumes the coroutine with that outcome) or `w`
+  //! is not submitted. Both sides decide under the reactor's lock, so exactly one of them
+  //! ends the wait. The work itself is not stopped: it runs on, in stream order.
+  bool cancel(detail::wait_node& w) noexcept;
+
   //! One poll over the active lanes: resolves what finished, posts or resumes it. Returns
   //! the number of waits resolved. Safe alongside the thread, but meant for reactors
   //! without one.
@@ -106,6 +114,11 @@ public:
   //! Cancels every pending wait: each resumes with `completion_state::cancelled`.
   //! Returns how many were cancelled.
   std::size_t cancel_all();
+
+  //! Ends every pending wait as a stop request would (`completion_status::error` set to
+  //! `detail::stopped_by_request`, which the awaiters report as `operation_cancelled`); the
+  //! work itself runs on. For `runtime::stop()`. Returns how many were ended.
+  std::size_t stop_all();
 
   //! Wakes the polling thread if parked (and calls the idle waker). Safe from any thread,
   //! including a CUDA callback.
@@ -159,6 +172,7 @@ private:
   detail::reactor_lane& lane_for(const void* key);
   std::size_t sweep_locked(bool probe) noexcept;
   void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
+  void settle_locked(detail::wait_node& w, completion_status st) noexcept;
   void fail_all_locked(completion_state why, int error) noexcept;
   void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
   void account_locked(std::uint64_t now) noexcept;
@@ -211,8 +225,8 @@ private:
 
   struct counters {
     std::atomic<std::uint64_t> submitted{0}, completions{0}, failures{0}, withdrawn{0},
-        cancelled{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0}, ready{0},
-        after_spin{0};
+        cancelled{0}, stopped{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0},
+        ready{0}, after_spin{0};
     std::array<std::atomic<std::uint64_t>, reactor_stats::latency_buckets> latency{};
   };
   counters m_counters;

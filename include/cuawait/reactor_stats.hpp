@@ -39,6 +39,7 @@ struct reactor_stats {
   std::uint64_t failures = 0;      //!< of which failed or context lost
   std::uint64_t withdrawn = 0;     //!< waits withdrawn because their coroutine was destroyed
   std::uint64_t cancelled = 0;     //!< waits cancelled by shutdown
+  std::uint64_t stopped = 0;       //!< waits withdrawn by a stop request (`cancel`)
   std::uint64_t queries = 0;       //!< calls to `completion_source::query`/`probe`
   std::uint64_t sweeps = 0;        //!< polls over the active lanes
   std::uint64_t spin_ns = 0;       //!< time the reactor thread spent polling
@@ -90,7 +91,9 @@ struct reactor_trace {
   //! A coroutine suspends on `w` (its operation, lane and token are set). Awaiting thread.
   void (*on_suspend)(void* context, const detail::wait_node& w) = nullptr;
   //! The reactor saw `w` finish (`w.status`) and hands it to `w.exec` (nullptr: resumes
-  //! it inline on the reactor's thread). Reactor thread, under its lock.
+  //! it inline on the reactor's thread). Reactor thread, under its lock; or, for a wait a
+  //! stop request withdrew (`completion_reactor::cancel`, status `cancelled`), the thread
+  //! that requested the stop, under the lock too.
   void (*on_complete)(void* context, const detail::wait_node& w) = nullptr;
   //! `w`'s coroutine runs again on the calling thread, executor `current_executor()`. Also
   //! called right after `on_suspend`, with `w.resolved_ns == 0`, when the work had already

@@ -113,6 +113,17 @@ public:
     m_loop.run(m_spawned.join());
   }
 
+  //! Stops everything in flight: asks every spawned task to stop (their stop token) and
+  //! ends every pending GPU wait of this runtime at once, each awaiting coroutine resuming
+  //! with `operation_cancelled` (GPU work already enqueued runs on, in stream order: free
+  //! what it uses in stream order, see docs/CANCELLATION.md). Work awaited afterwards is not
+  //! affected unless its task saw the stop request. Thread-safe; returns the number of GPU
+  //! waits it ended. The destructor then only waits for what is still running.
+  std::size_t stop() {
+    m_spawned.request_stop();
+    return m_context.reactor().reactor().stop_all();
+  }
+
   //! The scope spawned tasks run in (for `request_stop()`).
   [[nodiscard]] async_scope& spawned() noexcept { return m_spawned; }
 

@@ -214,12 +214,30 @@ bool completion_reactor::withdraw(wait_node& w) noexcept {
   return true;
 }
 
-void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+bool completion_reactor::cancel(wait_node& w) noexcept {
+  const std::lock_guard lock(m_mutex);
+  if (w.state != node_state::waiting) {
+    return false; // resolved (and handed over, or about to be), or never submitted
+  }
+  settle_locked(w, {completion_state::cancelled, 0});
+  w.state = node_state::resolved;
+  m_counters.stopped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void completion_reactor::settle_locked(wait_node& w, completion_status st) noexcept {
   const std::uint64_t now = now_ns();
   unlink_locked(w, now);
   w.status = st;
   w.resolved_ns = now;
   m_source->retire(w);
+  if (m_trace.on_complete != nullptr) {
+    m_trace.on_complete(m_trace.context, w);
+  }
+}
+
+void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
+  settle_locked(w, st);
   switch (st.state) {
   case completion_state::cancelled:
     m_counters.cancelled.fetch_add(1, std::memory_order_relaxed);
@@ -232,8 +250,14 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
     m_counters.failures.fetch_add(1, std::memory_order_relaxed);
     break;
   }
-  if (m_trace.on_complete != nullptr) {
-    m_trace.on_complete(m_trace.context, w);
+  if (w.arrival != nullptr) {
+    // A cancellable wait: its await_suspend may still be registering the stop callback.
+    // Resolved first (a stop callback then finds nothing to cancel); if await_suspend has
+    // not arrived yet, it sees this arrival and does not suspend, and `w` may be gone.
+    w.state = node_state::resolved;
+    if (!w.arrival->exchange(true, std::memory_order_acq_rel)) {
+      return;
+    }
   }
   if (w.exec != nullptr) {
     // Posted under the lock so that a concurrent withdraw() either wins (never resumed)
@@ -379,6 +403,17 @@ std::size_t completion_reactor::cancel_all() {
     const std::lock_guard lock(m_mutex);
     n = m_pending_count.load(std::memory_order_relaxed);
     fail_all_locked(completion_state::cancelled, 0);
+  }
+  run_ready_inline();
+  return n;
+}
+
+std::size_t completion_reactor::stop_all() {
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    n = m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::cancelled, detail::stopped_by_request);
   }
   run_ready_inline();
   return n;
@@ -584,6 +619,7 @@ reactor_stats completion_reactor::stats() const {
   s.failures = c.failures.load(std::memory_order_relaxed);
   s.withdrawn = c.withdrawn.load(std::memory_order_relaxed);
   s.cancelled = c.cancelled.load(std::memory_order_relaxed);
+  s.stopped = c.stopped.load(std::memory_order_relaxed);
   s.queries = c.queries.load(std::memory_order_relaxed);
   s.sweeps = c.sweeps.load(std::memory_order_relaxed);
   s.spin_ns = c.spin_ns.load(std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 // whenever the test says so (any order), injects errors and a lost context, and counts
 // what the reactor asks. Plus `fake_wait`, an awaiter for such work.
 
+#include "cuawait/cancellation.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
 #include "cuawait/detail/reactor_wait.hpp"
@@ -13,7 +14,9 @@
 #include <coroutine>
 #include <cstdint>
 #include <mutex>
+#include <stop_token>
 #include <unordered_map>
+#include <utility>
 
 namespace cuawait::test {
 
@@ -81,20 +84,36 @@ private:
 };
 
 //! `co_await fake_wait{reactor, lane, token}` suspends until the fake completes `token`
-//! and yields the completion status.
+//! and yields the completion status. Like a GPU `operation`, it honours a stop token (the
+//! one given, else the awaiting coroutine's): a stop request throws `operation_cancelled`.
 class fake_wait {
 public:
-  fake_wait(completion_reactor& r, std::uintptr_t lane, std::uint64_t token) : m_reactor(&r) {
+  fake_wait(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
+            std::stop_token stop = {})
+      : m_reactor(&r), m_stop(std::move(stop)) {
     m_wait.node().lane_key = reinterpret_cast<const void*>(lane);
     m_wait.node().token = token;
     m_wait.node().operation = "fake";
   }
+  fake_wait(fake_wait&&) noexcept = default; // before it is awaited (when_any moves it)
   bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) noexcept { return m_wait.suspend(*m_reactor, h); }
-  completion_status await_resume() noexcept { return m_wait.finish(); }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    return detail::with_wait_stop_token(h, m_stop, [&](const std::stop_token& t) {
+      return !m_wait.stop_before_submit(t) && m_wait.suspend(*m_reactor, h, t);
+    });
+  }
+  completion_status await_resume() {
+    const completion_status st = m_wait.finish();
+    if (m_wait.stopped()) {
+      throw operation_cancelled("fake wait cancelled");
+    }
+    return st;
+  }
 
 private:
   completion_reactor* m_reactor;
+  std::stop_token m_stop;
   detail::reactor_wait m_wait;
 };
 

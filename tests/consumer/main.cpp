@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Built against an installed cuawait through find_package.
+// Built against cuawait::cuawait, installed (find_package) or from source (FetchContent).
 #include <cuawait/cuawait.hpp>
 
 #include <cstdio>

@@ -4,13 +4,17 @@
 // error); a context used on one thread keeps working on the thread its reactor resumes on.
 
 #include "common/gpu.hpp"
+#include "common/spin_kernel.cuh"
 
+#include <cuawait/cancellation.hpp>
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -207,6 +211,54 @@ TEST(DeviceContextTest, CreatingAwaitingAndDestroyingStreamsLeavesNoLanesBehind)
     EXPECT_LE(ctx.reactor().reactor().lane_count(), 4U);
     EXPECT_LE(ctx.reactor().source().stream_state_count(), 4U);
   }
+}
+
+TEST(DeviceContextTest, RuntimeStopEndsTenThousandPendingWaitsWithOperationCancelled) {
+  CUAWAIT_REQUIRE_GPU();
+  cuawait::runtime rt(cuawait::runtime_options{.threads = 4});
+  cuawait::test::spin_control ctl;
+  ASSERT_NE(ctl.device, nullptr);
+  cu::stream held;
+  {
+    // Loaded before it is held: a kernel loaded lazily while another spins can wait for it.
+    cuawait::test::spin_control warm;
+    ASSERT_NE(warm.device, nullptr);
+    warm.release();
+    cuawait::test::spin_until_released<<<1, 1, 0, held.get()>>>(warm.device, warm.device + 1);
+    held.sync();
+  }
+  held.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
+  constexpr int waits = 10'000;
+  std::atomic<int> cancelled{0};
+  std::atomic<int> other{0};
+  for (int i = 0; i < waits; ++i) {
+    rt.spawn([](cu::stream_ref s, std::atomic<int>& c, std::atomic<int>& o) -> cuawait::task<void> {
+      try {
+        co_await s;
+        o.fetch_add(1);
+      } catch (const cuawait::operation_cancelled&) {
+        c.fetch_add(1);
+      } catch (...) {
+        o.fetch_add(1);
+      }
+    }(held, cancelled, other));
+  }
+  while (rt.reactor().reactor().pending() < static_cast<std::size_t>(waits)) {
+    std::this_thread::yield();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t ended = rt.stop();
+  rt.join_spawned();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("runtime::stop: %zu pending waits ended, all resumed in %.2f ms\n", ended, ms);
+  EXPECT_EQ(ended, static_cast<std::size_t>(waits));
+  EXPECT_EQ(cancelled.load(), waits);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(ctl.outcome(), 0) << "the kernel ended first: nothing was stopped early";
+  ctl.release();
+  held.sync(); // the held kernel runs on to its end, in stream order
+  EXPECT_EQ(ctl.outcome(), 1);
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: device probing, and the raw-CUDA engine of the sync and threads modes
-// (one stream per engine, cudaStreamSynchronize after every step, as the seed's loop does).
+// (one stream per engine, cudaStreamSynchronize after every step, the traditional blocking loop).
 
 #include "cuda_backend.hpp"
 

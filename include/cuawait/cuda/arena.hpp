@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <utility>
 #include <vector>
 
@@ -93,16 +94,20 @@ public:
   //! Awaitable of `acquire()`; yields an `arena_slot`.
   class acquire_awaiter {
   public:
-    [[nodiscard]] bool await_ready() noexcept { return m_inner.await_ready(); }
-    bool await_suspend(std::coroutine_handle<> h) noexcept { return m_inner.await_suspend(h); }
-    [[nodiscard]] arena_slot await_resume() noexcept {
+    [[nodiscard]] bool await_ready() const noexcept { return m_inner.await_ready(); }
+    template <class Promise>
+    bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+      return m_inner.await_suspend(h);
+    }
+    //! @throws operation_cancelled when a stop request ended the wait (no slot leased).
+    [[nodiscard]] arena_slot await_resume() {
       return arena_slot(*m_arena, m_inner.await_resume(), 1);
     }
 
   private:
     friend class arena_pair;
-    explicit acquire_awaiter(arena_pair& a) noexcept
-        : m_arena(&a), m_inner(a.m_slots.acquire(priority::normal)) {}
+    acquire_awaiter(arena_pair& a, std::stop_token token) noexcept
+        : m_arena(&a), m_inner(a.m_slots.acquire(priority::normal, std::move(token))) {}
     arena_pair* m_arena;
     cuawait::detail::slot_pool::acquire_awaiter m_inner;
   };
@@ -117,8 +122,12 @@ public:
   ~arena_pair();
 
   //! `co_await arenas.acquire()`: the lowest free slot, suspending while all are leased
-  //! (first come first served; resumed on the waiter's executor).
-  [[nodiscard]] acquire_awaiter acquire() noexcept { return acquire_awaiter(*this); }
+  //! (first come first served; resumed on the waiter's executor). Cancellable through
+  //! `token`, else the awaiting coroutine's token: a stop request before a slot is handed
+  //! over resumes the coroutine at once with `operation_cancelled` and leases nothing.
+  [[nodiscard]] acquire_awaiter acquire(std::stop_token token = {}) noexcept {
+    return acquire_awaiter(*this, std::move(token));
+  }
   //! The lowest free slot now, or nothing.
   [[nodiscard]] std::optional<arena_slot> try_acquire() noexcept;
   //! `n` adjacent slots now (one lease; its spans cover all of them), or nothing.

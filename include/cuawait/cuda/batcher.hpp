@@ -51,6 +51,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <utility>
 #include <vector>
 
@@ -97,8 +98,13 @@ public:
   //! the GPU, and yields the job back.
   //! @throws cuda_error (from `co_await`) naming "batch" when the batch's enqueue function
   //! threw or its work failed; every job of that batch gets the error.
-  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job) {
-    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job));
+  //! Cancellation: `token`, else the awaiting coroutine's. A stop request while the job
+  //! waits for its batch withdraws it (never submitted) and throws `operation_cancelled` at
+  //! once; after submission the job resumes when its batch finishes (the enqueue function
+  //! handed its buffers to the GPU).
+  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job,
+                                                                 std::stop_token token = {}) {
+    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job), std::move(token));
   }
 
   //! Submits what is pending now, without waiting for company.

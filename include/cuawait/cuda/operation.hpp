@@ -12,7 +12,15 @@
 //! behind everything enqueued on the stream by then: awaiting an operation after more work
 //! was enqueued on its stream also waits for that work. To wait for an earlier point
 //! exactly, `record` an event there and `co_await` the event.
+//!
+//! Every GPU await honours a stop token: the one given with `with_stop_token`, else the
+//! awaiting coroutine's (a cuawait task inherits its awaiter's; `when_any` and
+//! `async_scope` give their children theirs). A stop request withdraws the wait from the
+//! reactor and resumes the coroutine at once with `operation_cancelled`; the GPU work runs
+//! on in the background, in stream order (see docs/CANCELLATION.md for what that means
+//! for the buffers it touches).
 
+#include "cuawait/cancellation.hpp"
 #include "cuawait/cuda/detail/capture_guard.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
@@ -24,6 +32,8 @@
 
 #include <coroutine>
 #include <source_location>
+#include <stop_token>
+#include <utility>
 
 namespace cuawait::cuda {
 
@@ -50,8 +60,13 @@ class gpu_awaiter_base {
 public:
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
+  //! @throws operation_cancelled when a stop request ended the wait (also from the
+  //! non-throwing form: a cancellation is not an outcome of the GPU work).
   auto await_resume() {
     const completion_status st = m_wait.finish();
+    if (m_wait.stopped()) {
+      throw operation_cancelled("cuawait::cuda: GPU wait cancelled by a stop request");
+    }
     if constexpr (Throwing) {
       if (st.state != completion_state::done) {
         throw to_result(st, m_wait.node().operation, m_where).error();
@@ -62,14 +77,27 @@ public:
   }
 
 protected:
-  gpu_awaiter_base(const void* lane, const char* what, std::source_location where) noexcept
-      : m_where(where) {
+  gpu_awaiter_base(const void* lane, const char* what, std::source_location where,
+                   std::stop_token token = {}) noexcept
+      : m_where(where), m_token(std::move(token)) {
     m_wait.node().lane_key = lane;
     m_wait.node().operation = what;
   }
 
+  //! The token the wait honours: `m_token` when given, none after `ignore_stop`, else
+  //! the awaiting coroutine's.
+  template <class Promise, class F>
+  bool with_token(std::coroutine_handle<Promise> h, F&& f) {
+    if (m_ignore_stop) {
+      return static_cast<F&&>(f)(std::stop_token{});
+    }
+    return ::cuawait::detail::with_wait_stop_token(h, m_token, static_cast<F&&>(f));
+  }
+
   ::cuawait::detail::reactor_wait m_wait;
   std::source_location m_where;
+  std::stop_token m_token; //!< given with `with_stop_token`; else the awaiter's is used
+  bool m_ignore_stop = false;
 };
 
 } // namespace detail
@@ -81,6 +109,8 @@ protected:
 //! `co_await op.try_await()` yields `result<void, cuda_error>` instead.
 //!
 //! Destroying a coroutine suspended on it withdraws the wait: it is never resumed.
+//! A stop request on its token (see the file comment) resumes it at once with
+//! `operation_cancelled`; a token already stopped when it is awaited enqueues no marker.
 //! @throws cuda_error from `co_await` also when the marker cannot be enqueued.
 class operation : public detail::gpu_awaiter_base<true> {
 public:
@@ -91,10 +121,28 @@ public:
   operation(operation&&) noexcept = default;
   operation& operator=(operation&&) = delete;
 
-  //! Enqueues the marker and submits the wait; false when the work had already finished.
-  //! @throws cuda_error when the marker cannot be enqueued (then the coroutine resumes
-  //! with that exception).
-  bool await_suspend(std::coroutine_handle<> h) { return submit(h); }
+  //! Enqueues the marker and submits the wait; false when the work had already finished
+  //! (or stop was requested). @throws cuda_error when the marker cannot be enqueued (then
+  //! the coroutine resumes with that exception).
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) {
+    return with_token(h, [&](const std::stop_token& t) { return submit(h, t); });
+  }
+
+  //! The same wait, cancellable through `token` instead of the awaiting coroutine's.
+  [[nodiscard]] operation with_stop_token(std::stop_token token) && noexcept {
+    m_token = std::move(token);
+    m_ignore_stop = false;
+    return std::move(*this);
+  }
+  //! The same wait, not cancellable at all: it ends only when the work has finished. For
+  //! cleanup after a cancellation, when memory the abandoned work touches must outlive it
+  //! (see docs/CANCELLATION.md and `stream_ref::drain`).
+  [[nodiscard]] operation ignore_stop() && noexcept {
+    m_token = {};
+    m_ignore_stop = true;
+    return std::move(*this);
+  }
 
   //! The non-throwing form: `co_await op.try_await()` yields `result<void, cuda_error>`.
   class try_awaiter;
@@ -104,11 +152,14 @@ public:
   [[nodiscard]] cudaStream_t stream() const noexcept { return m_stream; }
 
 protected:
-  bool submit(std::coroutine_handle<> h) {
+  bool submit(std::coroutine_handle<> h, const std::stop_token& token) {
     ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
+    if (m_wait.stop_before_submit(token)) {
+      return false;
+    }
     gpu_reactor& r = current_reactor();
     r.source().arm(m_stream, m_wait.node());
-    return m_wait.suspend(r.reactor(), h);
+    return m_wait.suspend(r.reactor(), h, token);
   }
 
 private:
@@ -120,23 +171,17 @@ private:
 class operation::try_awaiter : public detail::gpu_awaiter_base<false> {
 public:
   explicit try_awaiter(operation&& op) noexcept
-      : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where),
-        m_stream(op.m_stream) {}
-  //! @throws no_device_context (misuse, not a GPU failure) when the thread has no context.
-  bool await_suspend(std::coroutine_handle<> h) {
-    gpu_reactor& r = current_reactor();
-    try {
-      ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
-      r.source().arm(m_stream, m_wait.node());
-      return m_wait.suspend(r.reactor(), h);
-    } catch (const cuda_error& e) {
-      m_arm_error = static_cast<int>(e.code());
-      return false;
-    } catch (...) {
-      m_arm_error = static_cast<int>(cudaErrorMemoryAllocation);
-      return false;
-    }
+      : gpu_awaiter_base(op.m_stream, op.m_wait.node().operation, op.m_where,
+                         std::move(op.m_token)),
+        m_stream(op.m_stream) {
+    m_ignore_stop = op.m_ignore_stop;
   }
+  //! @throws no_device_context (misuse, not a GPU failure) when the thread has no context.
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) {
+    return with_token(h, [&](const std::stop_token& t) { return submit(h, t); });
+  }
+  //! @throws operation_cancelled when a stop request ended the wait.
   result<void, cuda_error> await_resume() {
     if (m_arm_error != 0) {
       (void)m_wait.finish();
@@ -147,6 +192,24 @@ public:
   }
 
 private:
+  bool submit(std::coroutine_handle<> h, const std::stop_token& token) {
+    gpu_reactor& r = current_reactor(); // no_device_context propagates: misuse, not GPU
+    try {
+      ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
+      if (m_wait.stop_before_submit(token)) {
+        return false;
+      }
+      r.source().arm(m_stream, m_wait.node());
+      return m_wait.suspend(r.reactor(), h, token);
+    } catch (const cuda_error& e) {
+      m_arm_error = static_cast<int>(e.code());
+      return false;
+    } catch (...) {
+      m_arm_error = static_cast<int>(cudaErrorMemoryAllocation);
+      return false;
+    }
+  }
+
   cudaStream_t m_stream;
   int m_arm_error = 0;
 };
@@ -157,16 +220,25 @@ inline operation::try_awaiter operation::try_await() && noexcept {
 
 //! `co_await ev`: waits for the work `ev` last recorded (on whatever stream), polled with
 //! `cudaEventQuery` whatever the strategy. The event must stay alive and not be
-//! re-recorded until the wait resumes. @throws cuda_error when that work failed.
+//! re-recorded until the wait resumes. Honours a stop token as `operation` does (given
+//! here, else the awaiting coroutine's). @throws cuda_error when that work failed;
+//! operation_cancelled when a stop request ended the wait.
 class event_wait : public detail::gpu_awaiter_base<true> {
 public:
-  event_wait(cudaEvent_t e, std::source_location where = std::source_location::current()) noexcept
-      : gpu_awaiter_base(e, "event wait", where) {
+  event_wait(cudaEvent_t e, std::source_location where = std::source_location::current(),
+             std::stop_token token = {}) noexcept
+      : gpu_awaiter_base(e, "event wait", where, std::move(token)) {
     m_wait.node().token = reinterpret_cast<std::uintptr_t>(e);
     m_wait.node().source_data = nullptr; // "token is a foreign event"
   }
-  bool await_suspend(std::coroutine_handle<> h) {
-    return m_wait.suspend(current_reactor().reactor(), h);
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) {
+    return ::cuawait::detail::with_wait_stop_token(h, m_token, [&](const std::stop_token& t) {
+      if (m_wait.stop_before_submit(t)) {
+        return false;
+      }
+      return m_wait.suspend(current_reactor().reactor(), h, t);
+    });
   }
 };
 

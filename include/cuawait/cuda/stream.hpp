@@ -8,6 +8,7 @@
 #include "cuawait/cuda/detail/lane_registry.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
+#include "cuawait/cuda/library_status.hpp"
 #include "cuawait/cuda/operation.hpp"
 
 #include <cuda_runtime_api.h>
@@ -182,16 +183,27 @@ public:
   }
 
   //! Runs `f(native_stream)` now, for any stream-ordered library call (cuBLAS, cuFFT,
-  //! NCCL, Thrust/CUB...). If `f` returns a `cudaError_t`, a failure throws `cuda_error`;
-  //! other status types are the caller's to check inside `f`.
+  //! NCCL, Thrust/CUB...), and checks what it returns: a `cudaError_t` failure throws
+  //! `cuda_error`; a library status with a registered `status_checker` (`cublasStatus_t`,
+  //! `ncclResult_t` where their headers are found, or your own: library_status.hpp) throws
+  //! `library_error` naming the library and the status. `f` may return nothing; any other
+  //! result type does not compile (a status must never be dropped silently: register its
+  //! checker, or check it inside `f` and return nothing).
+  //! @throws cuda_error, library_error (nothing is enqueued after the failing call's work)
   template <class F>
   requires std::is_invocable_v<F&, cudaStream_t>
       operation enqueue(F&& f, std::source_location where = std::source_location::current())
   const {
-    if constexpr (std::is_same_v<std::invoke_result_t<F&, cudaStream_t>, cudaError_t>) {
+    using status_t = std::invoke_result_t<F&, cudaStream_t>;
+    if constexpr (std::is_void_v<status_t>) {
+      f(m_stream);
+    } else if constexpr (std::is_same_v<status_t, cudaError_t>) {
       check(f(m_stream), "enqueue", "library call", where);
     } else {
-      (void)f(m_stream);
+      static_assert(concepts::library_status<status_t>,
+                    "stream_ref::enqueue: f returns a type that is neither void, cudaError_t nor "
+                    "a library status with a cuawait::cuda::status_checker specialisation");
+      check_status(f(m_stream), "enqueue", where);
     }
     return {m_stream, "enqueue", where};
   }
@@ -210,6 +222,12 @@ public:
 
   //! `co_await s`: waits for all work enqueued on the stream so far.
   operation operator co_await() const noexcept { return {m_stream, "stream"}; }
+  //! `co_await s.drain()`: the same, ignoring stop requests. For cleanup after a
+  //! cancellation: before memory that abandoned work may still touch is let go without
+  //! stream order (an arena slot, a plain `cudaFree`), see docs/CANCELLATION.md.
+  [[nodiscard]] operation drain() const noexcept {
+    return operation{m_stream, "stream drain"}.ignore_stop();
+  }
 
 private:
   template <class... Params, class... Args>

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <stop_token>
 #include <utility>
 #include <vector>
 
@@ -80,16 +81,18 @@ public:
   //! The awaitable `acquire()` returns; yields a `stream_lease`.
   class acquire_awaiter {
   public:
-    [[nodiscard]] bool await_ready() noexcept { return m_inner.await_ready(); }
-    bool await_suspend(std::coroutine_handle<> h) noexcept { return m_inner.await_suspend(h); }
-    [[nodiscard]] stream_lease await_resume() noexcept {
-      return m_pool->make_lease(m_inner.await_resume());
+    [[nodiscard]] bool await_ready() const noexcept { return m_inner.await_ready(); }
+    template <class Promise>
+    bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+      return m_inner.await_suspend(h);
     }
+    //! @throws operation_cancelled when a stop request ended the wait (no stream leased).
+    [[nodiscard]] stream_lease await_resume() { return m_pool->make_lease(m_inner.await_resume()); }
 
   private:
     friend class stream_pool;
-    acquire_awaiter(stream_pool& pool, priority p) noexcept
-        : m_pool(&pool), m_inner(pool.m_slots.acquire(p)) {}
+    acquire_awaiter(stream_pool& pool, priority p, std::stop_token token) noexcept
+        : m_pool(&pool), m_inner(pool.m_slots.acquire(p, std::move(token))) {}
     stream_pool* m_pool;
     cuawait::detail::slot_pool::acquire_awaiter m_inner;
   };
@@ -106,8 +109,16 @@ public:
   //! `co_await pool.acquire(p)`: a lease on a stream of priority `p` (or of normal priority
   //! when the pool has none of `p`), suspending while all are leased; the waiter resumes on
   //! its executor, first come first served. Destroying a waiting coroutine withdraws it.
-  [[nodiscard]] acquire_awaiter acquire(priority p = priority::normal) noexcept {
-    return acquire_awaiter(*this, p);
+  //! Cancellable through `token`, else the awaiting coroutine's token: a stop request
+  //! before a stream is handed over resumes the coroutine at once with
+  //! `operation_cancelled` and leases nothing (see `detail::slot_pool::acquire`).
+  [[nodiscard]] acquire_awaiter acquire(priority p = priority::normal,
+                                        std::stop_token token = {}) noexcept {
+    return acquire_awaiter(*this, p, std::move(token));
+  }
+  //! As `acquire(priority::normal, token)`.
+  [[nodiscard]] acquire_awaiter acquire(std::stop_token token) noexcept {
+    return acquire_awaiter(*this, priority::normal, std::move(token));
   }
   //! A lease now, or nothing when every stream of that priority is leased.
   [[nodiscard]] std::optional<stream_lease> try_acquire(priority p = priority::normal) noexcept {

@@ -20,6 +20,7 @@
 //!     bool done(ticket& t);                          // finished? may throw: the batch fails
 //!   };
 
+#include "cuawait/cancellation.hpp"
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/executor.hpp"
@@ -33,8 +34,10 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -116,6 +119,11 @@ struct batch_item {
   priority prio = priority::normal;
   std::uint64_t arrived_ns = 0;
   std::exception_ptr error;
+  //! The arrival handshake of a cancellable submission (see `batch_awaiter`): the engine
+  //! and `await_suspend` both set it; the second resumes the coroutine. Starts true for
+  //! submissions that cannot be cancelled (the engine alone resumes them).
+  std::atomic<bool> arrived{true};
+  bool cancelled = false; //!< withdrawn by a stop request before its batch was submitted
 };
 
 template <class Backend>
@@ -159,6 +167,26 @@ public:
     if (wake) {
       m_wake.notify_one();
     }
+  }
+
+  //! Removes `it` if it is still queued (not yet taken into a batch); true then, and the
+  //! engine never touches it again. Thread-safe. O(jobs queued).
+  bool withdraw(item& it) noexcept {
+    const std::lock_guard lock(m_mutex);
+    item* prev = nullptr;
+    for (item* i = m_head; i != nullptr; prev = i, i = i->next) {
+      if (i != &it) {
+        continue;
+      }
+      (prev != nullptr ? prev->next : m_head) = it.next;
+      if (m_tail == &it) {
+        m_tail = prev;
+      }
+      it.next = nullptr;
+      --m_pending;
+      return true;
+    }
+    return false;
   }
 
   //! Submits the pending jobs now, without waiting for company (asynchronously: the engine
@@ -354,6 +382,10 @@ private:
   static void resume_all(item* head) noexcept {
     while (head != nullptr) {
       item* const next = head->next; // `head` dies once its coroutine runs
+      if (!head->arrived.exchange(true, std::memory_order_acq_rel)) {
+        head = next; // still in await_suspend: it sees the arrival and does not suspend
+        continue;
+      }
       if (head->ex != nullptr) {
         head->ex->post(head->waiter, head->prio);
       } else {
@@ -456,25 +488,45 @@ private:
 //! has finished, on the executor the coroutine suspended on (or, from a thread no executor
 //! owns, on the engine thread). Yields the job back (moved), or rethrows the batch's error.
 //! The coroutine must not be destroyed while suspended here.
+//!
+//! Cancellation: the token given, else the awaiting coroutine's (a cuawait task's, or the
+//! one `when_any` / `async_scope` give their children). A stop request while the job is
+//! still queued withdraws it (it is never submitted) and resumes the coroutine at once with
+//! `operation_cancelled`; once its batch is submitted, the job is the GPU's and the stop is
+//! ignored: the coroutine resumes when the batch finishes. A token already stopped at the
+//! `co_await` queues nothing.
 template <class Backend>
 class batch_awaiter {
 public:
   using job_type = typename Backend::job_type;
 
-  batch_awaiter(batch_engine<Backend>& engine,
-                job_type job) noexcept(std::is_nothrow_move_constructible_v<job_type>)
-      : m_engine(&engine), m_item{std::move(job)} {}
+  batch_awaiter(batch_engine<Backend>& engine, job_type job,
+                std::stop_token token = {}) noexcept(std::is_nothrow_move_constructible_v<job_type>)
+      : m_engine(&engine), m_item{std::move(job)}, m_token(std::move(token)) {}
+  //! Only before it is awaited (so that `when_any` and `with_timeout` can hold it).
+  batch_awaiter(batch_awaiter&& other) noexcept(std::is_nothrow_move_constructible_v<job_type>)
+      : m_engine(other.m_engine), m_item{std::move(other.m_item.job)},
+        m_token(std::move(other.m_token)) {}
   batch_awaiter(const batch_awaiter&) = delete;
   batch_awaiter& operator=(const batch_awaiter&) = delete;
 
   [[nodiscard]] bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) {
-    m_item.waiter = h;
-    m_item.ex = current_executor();
-    m_item.prio = current_priority();
-    m_engine->enqueue(m_item); // may resume `h` on another thread before this returns
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    if constexpr (requires { h.promise().get_stop_token(); }) {
+      if (!m_token.stop_possible()) {
+        m_token = h.promise().get_stop_token();
+      }
+    }
+    return suspend(h);
   }
+  //! @throws operation_cancelled when a stop request withdrew the job before submission;
+  //!         the batch's error when its submission or work failed.
   job_type await_resume() {
+    m_stop.reset(); // waits for a stop callback that lost the race on another thread
+    if (m_item.cancelled) {
+      throw operation_cancelled("cuawait::cuda::batcher::submit cancelled before submission");
+    }
     if (m_item.error) {
       std::rethrow_exception(m_item.error);
     }
@@ -482,8 +534,49 @@ public:
   }
 
 private:
+  struct on_stop {
+    batch_awaiter* self;
+    void operator()() const noexcept { self->cancel(); }
+  };
+
+  bool suspend(std::coroutine_handle<> h) noexcept {
+    if (m_token.stop_requested()) {
+      m_item.cancelled = true;
+      return false;
+    }
+    m_item.waiter = h;
+    m_item.ex = current_executor();
+    m_item.prio = current_priority();
+    const bool cancellable = m_token.stop_possible();
+    m_item.arrived.store(!cancellable, std::memory_order_relaxed);
+    m_engine->enqueue(m_item); // may resume `h` on another thread before this returns
+    if (!cancellable) {
+      return true;
+    }
+    (void)m_stop.emplace(m_token, on_stop{this}); // may run cancel() inline
+    return !m_item.arrived.exchange(true, std::memory_order_acq_rel);
+  }
+
+  void cancel() noexcept {
+    if (!m_engine->withdraw(m_item)) {
+      return; // already in a batch: it resumes when the batch finishes
+    }
+    m_item.cancelled = true; // published by the arrival below
+    if (!m_item.arrived.exchange(true, std::memory_order_acq_rel)) {
+      return; // await_suspend is still running: it sees the arrival and does not suspend
+    }
+    const std::coroutine_handle<> h = m_item.waiter;
+    if (executor* const ex = m_item.ex; ex != nullptr) {
+      ex->post(h, m_item.prio);
+    } else {
+      resume(h);
+    }
+  }
+
   batch_engine<Backend>* m_engine;
   batch_item<job_type> m_item;
+  std::stop_token m_token;
+  std::optional<std::stop_callback<on_stop>> m_stop;
 };
 
 } // namespace cuawait::detail

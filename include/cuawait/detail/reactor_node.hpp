@@ -7,6 +7,7 @@
 
 #include "cuawait/executor.hpp"
 
+#include <atomic>
 #include <coroutine>
 #include <cstdint>
 
@@ -18,7 +19,8 @@ enum class completion_state : std::uint8_t {
   done,         //!< finished successfully
   failed,       //!< finished with `completion_status::error`
   context_lost, //!< the device context died (sticky error): every wait fails so
-  cancelled,    //!< the reactor shut down before the work finished
+  cancelled,    //!< the reactor shut down, or a stop request withdrew the wait, before the
+                //!< work finished (the awaiter knows which: see `reactor_wait::stopped`)
 };
 
 //! A completion state and the source's error code (a `cudaError_t` for CUDA sources).
@@ -28,6 +30,10 @@ struct completion_status {
 };
 
 namespace detail {
+
+//! `completion_status::error` of a wait ended by `completion_reactor::stop_all` (state
+//! `cancelled`): a stop request for every wait at once, not a shutdown.
+inline constexpr int stopped_by_request = -1;
 
 struct reactor_lane;
 
@@ -54,6 +60,11 @@ struct wait_node {
   std::coroutine_handle<> handle;  //!< the coroutine to resume
   executor* exec = nullptr;        //!< where to resume it; nullptr: on the reactor's thread
   priority prio = priority::normal;
+  //! Set by an awaiter that a stop request can end: the flag of the arrival handshake
+  //! between its `await_suspend` and whoever ends the wait (see reactor_wait.hpp). The
+  //! second to set it resumes the coroutine. nullptr: no handshake, the reactor resumes the
+  //! coroutine as soon as it resolves the wait.
+  std::atomic<bool>* arrival = nullptr;
 
   // Owned by the reactor.
   wait_node* prev = nullptr;

@@ -8,10 +8,12 @@
 //! (a slot is a fixed-size region of the arenas; lowest-first leasing keeps the buffers of
 //! jobs submitted together adjacent, so their copies merge).
 
+#include "cuawait/cancellation.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/executor.hpp"
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <coroutine>
@@ -20,6 +22,8 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
+#include <utility>
 #include <vector>
 
 namespace cuawait::detail {
@@ -114,9 +118,17 @@ public:
   }
 
   //! Awaitable that yields a slot index of the group serving `p`, suspending while that
-  //! group has none free. Never throws. Destroying a coroutine suspended in it withdraws
-  //! the wait (a slot already handed to it goes back to the pool).
-  [[nodiscard]] acquire_awaiter acquire(priority p = priority::normal) noexcept;
+  //! group has none free. Destroying a coroutine suspended in it withdraws the wait (a slot
+  //! already handed to it goes back to the pool).
+  //!
+  //! Cancellation: `token`, else the awaiting coroutine's (a cuawait task's, or the one
+  //! `when_any` / `async_scope` give their children). A stop request before a slot is
+  //! handed over withdraws the wait, takes no slot, and resumes the coroutine at once with
+  //! `operation_cancelled` (on its executor; inline on the requesting thread without one);
+  //! if the hand-over wins the race, the await succeeds. A token already stopped at the
+  //! `co_await` cancels it even when a slot is free.
+  [[nodiscard]] acquire_awaiter acquire(priority p = priority::normal,
+                                        std::stop_token token = {}) noexcept;
 
   //! Returns `slot`: to the oldest waiter of its group, else to the free set.
   void release(std::size_t slot) noexcept;
@@ -196,14 +208,22 @@ private:
 };
 
 //! See `slot_pool::acquire`. Lives in the awaiting coroutine's frame; it is the node of the
-//! waiter list, so waiting allocates nothing.
+//! waiter list, so waiting allocates nothing. A stop request and a release race as for the
+//! CPU primitives (see sync_waiter.hpp): the pool's lock decides who ends the wait, and an
+//! arrival flag decides who resumes the coroutine, it or `await_suspend` not suspending.
 class slot_pool::acquire_awaiter {
 public:
-  acquire_awaiter(slot_pool& pool, int group) noexcept : m_pool(&pool), m_group(group) {}
+  acquire_awaiter(slot_pool& pool, int group, std::stop_token token = {}) noexcept
+      : m_pool(&pool), m_group(group), m_token(std::move(token)) {}
+  //! Only before it is awaited (so that `when_any` and `with_timeout` can hold it).
+  acquire_awaiter(acquire_awaiter&& other) noexcept
+      : m_pool(other.m_pool), m_group(other.m_group), m_token(std::move(other.m_token)) {}
   acquire_awaiter(const acquire_awaiter&) = delete;
   acquire_awaiter& operator=(const acquire_awaiter&) = delete;
+  acquire_awaiter& operator=(acquire_awaiter&&) = delete;
 
   ~acquire_awaiter() {
+    m_stop.reset(); // no stop request reaches the node after this
     if (!m_suspended) {
       return;
     }
@@ -213,7 +233,7 @@ public:
       if (m_queued) {
         unlink();
       } else {
-        give_back = !m_resumed; // granted a slot, destroyed before it could take it
+        give_back = !m_resumed && !m_cancelled; // granted, destroyed before it took it
       }
     }
     if (give_back) {
@@ -221,37 +241,94 @@ public:
     }
   }
 
-  [[nodiscard]] bool await_ready() noexcept {
-    const std::lock_guard lock(m_pool->m_mutex);
-    return take_now();
-  }
+  //! Never ready: the slot is taken in `await_suspend`, once the token is known.
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
 
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
-    const std::lock_guard lock(m_pool->m_mutex);
-    if (take_now()) { // a slot came back since await_ready
-      return false;
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    if constexpr (requires { h.promise().get_stop_token(); }) {
+      if (!m_token.stop_possible()) {
+        m_token = h.promise().get_stop_token();
+      }
     }
-    m_handle = h;
-    m_executor = current_executor();
-    m_priority = current_priority();
-    m_suspended = true;
-    m_queued = true;
-    group& g = m_pool->m_groups[m_group];
-    m_prev = g.tail;
-    (g.tail ? g.tail->m_next : g.head) = this;
-    g.tail = this;
-    ++g.waiting;
-    return true;
+    return suspend(h);
   }
 
-  //! The leased slot.
-  [[nodiscard]] std::size_t await_resume() noexcept {
+  //! The leased slot. @throws operation_cancelled when a stop request ended the wait.
+  [[nodiscard]] std::size_t await_resume() {
+    m_stop.reset(); // waits for a stop callback that lost the race on another thread
+    if (m_cancelled) {
+      throw operation_cancelled("cuawait: slot acquisition cancelled");
+    }
     m_resumed = true;
     return m_slot;
   }
 
 private:
   friend class slot_pool;
+
+  struct on_stop {
+    acquire_awaiter* self;
+    void operator()() const noexcept { self->cancel(); }
+  };
+
+  bool suspend(std::coroutine_handle<> h) noexcept {
+    if (m_token.stop_requested()) {
+      m_cancelled = true;
+      return false;
+    }
+    const bool cancellable = m_token.stop_possible();
+    // Without a callback to register, await_suspend arrives up front: the releaser alone
+    // resumes the coroutine.
+    m_arrived.store(!cancellable, std::memory_order_relaxed);
+    {
+      const std::lock_guard lock(m_pool->m_mutex);
+      if (take_now()) {
+        return false;
+      }
+      m_handle = h;
+      m_executor = current_executor();
+      m_priority = current_priority();
+      m_suspended = true;
+      m_queued = true;
+      group& g = m_pool->m_groups[m_group];
+      m_prev = g.tail;
+      (g.tail ? g.tail->m_next : g.head) = this;
+      g.tail = this;
+      ++g.waiting;
+    }
+    if (!cancellable) {
+      return true; // a release may already be resuming us: touch nothing
+    }
+    (void)m_stop.emplace(m_token, on_stop{this}); // may run cancel() inline
+    return !m_arrived.exchange(true, std::memory_order_acq_rel);
+  }
+
+  void cancel() noexcept {
+    {
+      const std::lock_guard lock(m_pool->m_mutex);
+      if (!m_queued) {
+        return; // a release handed us a slot first
+      }
+      unlink();
+      m_cancelled = true;
+    }
+    arrive_and_resume();
+  }
+
+  //! The side that ended the wait (a release or a stop) arrives; the second arrival
+  //! resumes the coroutine. After this the awaiter may be gone.
+  void arrive_and_resume() noexcept {
+    if (!m_arrived.exchange(true, std::memory_order_acq_rel)) {
+      return; // await_suspend has not finished: it sees the arrival and does not suspend
+    }
+    const std::coroutine_handle<> h = m_handle;
+    if (executor* const ex = m_executor; ex != nullptr) {
+      ex->post(h, m_priority);
+    } else {
+      resume(h);
+    }
+  }
 
   bool take_now() noexcept {
     if (auto s = m_pool->take_lowest(m_pool->m_groups[m_group])) {
@@ -272,6 +349,7 @@ private:
 
   slot_pool* m_pool;
   int m_group;
+  std::stop_token m_token;
   std::size_t m_slot = 0;
   std::coroutine_handle<> m_handle;
   executor* m_executor = nullptr;
@@ -280,17 +358,18 @@ private:
   acquire_awaiter* m_next = nullptr;
   bool m_suspended = false; // written only by the awaiting coroutine
   bool m_queued = false;    // guarded by the pool's mutex
+  bool m_cancelled = false; // guarded by the pool's mutex; read after the arrival
   bool m_resumed = false;
+  std::atomic<bool> m_arrived{true};
+  std::optional<std::stop_callback<on_stop>> m_stop;
 };
 
-inline slot_pool::acquire_awaiter slot_pool::acquire(priority p) noexcept {
-  return acquire_awaiter(*this, group_for(p));
+inline slot_pool::acquire_awaiter slot_pool::acquire(priority p, std::stop_token token) noexcept {
+  return acquire_awaiter(*this, group_for(p), std::move(token));
 }
 
 inline void slot_pool::release(std::size_t slot) noexcept {
-  std::coroutine_handle<> h;
-  executor* ex = nullptr;
-  priority prio = priority::normal;
+  acquire_awaiter* granted = nullptr;
   {
     const std::lock_guard lock(m_mutex);
     group& g = m_groups[group_of(slot)];
@@ -298,20 +377,14 @@ inline void slot_pool::release(std::size_t slot) noexcept {
     if (acquire_awaiter* w = g.head) {
       w->unlink();
       w->m_slot = slot;
-      h = w->m_handle;
-      ex = w->m_executor;
-      prio = w->m_priority;
+      granted = w;
     } else {
       set_free(slot, true);
       ++g.available;
     }
   }
-  if (h) { // outside the lock: the resumed coroutine may acquire or release again
-    if (ex != nullptr) {
-      ex->post(h, prio);
-    } else {
-      resume(h);
-    }
+  if (granted != nullptr) { // outside the lock: the resumed coroutine may acquire or release
+    granted->arrive_and_resume();
   }
 }
 

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stop requests on reactor waits (what every GPU await does), driven by the fake completion
+// source: a stop withdraws the wait and resumes the coroutine at once with
+// operation_cancelled; a stop racing the work's completion yields exactly one outcome;
+// tokens are inherited from tasks, when_any and async_scope.
+
+#include "common/fake_completion_source.hpp"
+#include "common/manual_executor.hpp"
+#include "common/race.hpp"
+#include "common/thread_resumer.hpp"
+
+#include "cuawait/async_scope.hpp"
+#include "cuawait/cancellation.hpp"
+#include "cuawait/completion_reactor.hpp"
+#include "cuawait/sync_wait.hpp"
+#include "cuawait/task.hpp"
+#include "cuawait/timer.hpp"
+#include "cuawait/when_any.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <cstdint>
+#include <random>
+#include <stop_token>
+#include <thread>
+
+namespace {
+
+namespace ca = cuawait;
+using ca::completion_reactor;
+using ca::completion_state;
+using ca::reactor_options;
+using ca::test::detached;
+using ca::test::fake_completion_source;
+using ca::test::fake_wait;
+
+reactor_options manual() {
+  reactor_options o;
+  o.start_thread = false;
+  return o;
+}
+
+//! What a waiting coroutine saw.
+struct outcome {
+  std::atomic<int> resumptions{0};
+  std::atomic<bool> cancelled{false};
+  completion_state state = completion_state::pending;
+  std::thread::id thread{};
+};
+
+detached await_fake(completion_reactor& r, std::uint64_t token, std::stop_token stop,
+                    outcome& out) {
+  try {
+    out.state = (co_await fake_wait(r, 1, token, std::move(stop))).state;
+  } catch (const ca::operation_cancelled&) {
+    out.cancelled.store(true);
+  }
+  out.thread = std::this_thread::get_id();
+  out.resumptions.fetch_add(1);
+}
+
+TEST(ReactorCancel, StopResumesTheWaitAtOnceWithOperationCancelled) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::stop_source stop;
+  outcome out;
+  await_fake(r, 7, stop.get_token(), out);
+  ASSERT_EQ(r.pending(), 1U);
+  std::thread([&] { stop.request_stop(); }).join();
+  // Resumed inside request_stop (no executor: on the requesting thread), without a poll.
+  EXPECT_EQ(out.resumptions.load(), 1);
+  EXPECT_TRUE(out.cancelled.load());
+  EXPECT_NE(out.thread, std::this_thread::get_id());
+  EXPECT_EQ(r.pending(), 0U);
+  EXPECT_EQ(r.stats().stopped, 1U);
+  EXPECT_EQ(src.retired(), 1U); // its marker is recycled
+  // The work finishing later changes nothing.
+  src.complete(7);
+  r.poll();
+  EXPECT_EQ(out.resumptions.load(), 1);
+}
+
+TEST(ReactorCancel, StopAlreadyRequestedSubmitsNothing) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::stop_source stop;
+  stop.request_stop();
+  src.complete(7); // even finished work is not reported: the stop came first
+  outcome out;
+  await_fake(r, 7, stop.get_token(), out);
+  EXPECT_TRUE(out.cancelled.load());
+  EXPECT_EQ(r.stats().submitted, 0U);
+  EXPECT_EQ(src.queries(), 0U);
+}
+
+TEST(ReactorCancel, CompletionBeforeTheStopKeepsTheValue) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::stop_source stop;
+  outcome out;
+  await_fake(r, 7, stop.get_token(), out);
+  src.complete(7, 5);
+  r.poll();
+  ASSERT_EQ(out.resumptions.load(), 1);
+  EXPECT_EQ(out.state, completion_state::failed);
+  stop.request_stop();
+  EXPECT_FALSE(out.cancelled.load());
+  EXPECT_EQ(out.resumptions.load(), 1);
+  EXPECT_EQ(r.stats().stopped, 0U);
+}
+
+// A stopped wait in the middle of a lane leaves the others in order.
+TEST(ReactorCancel, StoppingOneWaitOfALaneLeavesTheOthersInOrder) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::stop_source s0, s1, s2;
+  outcome o0, o1, o2;
+  await_fake(r, 10, s0.get_token(), o0);
+  await_fake(r, 11, s1.get_token(), o1);
+  await_fake(r, 12, s2.get_token(), o2);
+  s0.request_stop(); // the head of the lane
+  s2.request_stop(); // the tail
+  EXPECT_TRUE(o0.cancelled.load());
+  EXPECT_TRUE(o2.cancelled.load());
+  EXPECT_EQ(o1.resumptions.load(), 0);
+  src.complete(11);
+  r.poll();
+  EXPECT_EQ(o1.resumptions.load(), 1);
+  EXPECT_EQ(o1.state, completion_state::done);
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+// With an executor, the cancelled coroutine is posted to it, not run on the stopper.
+TEST(ReactorCancel, ACancelledWaitResumesOnItsExecutor) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  ca::test::manual_executor ex;
+  std::stop_source stop;
+  outcome out;
+  {
+    const ca::executor_scope scope(&ex, ca::priority::high);
+    await_fake(r, 7, stop.get_token(), out);
+  }
+  stop.request_stop();
+  EXPECT_EQ(out.resumptions.load(), 0);
+  ASSERT_EQ(ex.size(), 1U);
+  EXPECT_EQ(ex.snapshot()[0].prio, ca::priority::high);
+  ex.run_all();
+  EXPECT_TRUE(out.cancelled.load());
+}
+
+// The token of a task reaches the wait (through get_stop_token, as for CPU primitives).
+TEST(ReactorCancel, AWaitInheritsItsTasksToken) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::stop_source stop;
+  bool cancelled = false;
+  auto inner = [&]() -> ca::task<void> { (void)co_await fake_wait(r, 1, 7); };
+  auto outer = [&]() -> ca::task<void> {
+    try {
+      co_await inner(); // the inner task inherits the outer's token
+    } catch (const ca::operation_cancelled&) {
+      cancelled = true;
+    }
+  };
+  ca::test::task_group g;
+  g.spawn_call([&] { return outer().with_stop_token(stop.get_token()); });
+  EXPECT_EQ(r.pending(), 1U);
+  stop.request_stop();
+  g.wait();
+  EXPECT_TRUE(cancelled);
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+TEST(ReactorCancel, AnAsyncScopeStopsItsSpawnedWaits) {
+  fake_completion_source src;
+  completion_reactor r(src, manual());
+  std::atomic<int> cancelled{0};
+  ca::async_scope scope;
+  auto job = [&](std::uint64_t token) -> ca::task<void> {
+    try {
+      (void)co_await fake_wait(r, token % 3, token);
+    } catch (const ca::operation_cancelled&) {
+      cancelled.fetch_add(1);
+    }
+  };
+  for (std::uint64_t t = 0; t < 10; ++t) {
+    scope.spawn(job(t));
+  }
+  EXPECT_EQ(r.pending(), 10U);
+  scope.request_stop();
+  ca::sync_wait(scope.join()); // nothing was polled: only the stop ended them
+  EXPECT_EQ(cancelled.load(), 10);
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+// The case: work that never finishes and a 10 ms sleep. when_any returns with the
+// sleep as the winner, because the GPU-style wait gives up when the sleep stops it.
+TEST(ReactorCancel, WhenAnyOfANeverFinishingWaitAndASleepReturnsAtTheSleep) {
+  fake_completion_source src(/*notifies=*/true);
+  completion_reactor r(src); // with its polling thread, as in a runtime
+  src.attach(&r);
+  auto result = ca::sync_wait(
+      ca::when_any(fake_wait(r, 1, 99), ca::sleep_for(std::chrono::milliseconds(10))));
+  EXPECT_EQ(result.index, 1U);
+  EXPECT_EQ(r.pending(), 0U);
+  EXPECT_EQ(r.stats().stopped, 1U);
+  src.complete(99); // told to finish after all: nothing is left to resume
+  r.drain();
+}
+
+// And the other way round: the wait finishes first, the sleep is stopped.
+TEST(ReactorCancel, WhenAnyReturnsAtTheWaitWhenItFinishesFirst) {
+  fake_completion_source src(/*notifies=*/true);
+  completion_reactor r(src);
+  src.attach(&r);
+  std::thread completer;
+  auto body = [&]() -> ca::task<std::size_t> {
+    auto sleep = ca::sleep_for(std::chrono::hours(1));
+    completer = std::thread([&] { src.complete(5); });
+    auto res = co_await ca::when_any(fake_wait(r, 1, 5), std::move(sleep));
+    co_return res.index;
+  };
+  EXPECT_EQ(ca::sync_wait(body()), 0U);
+  completer.join();
+  EXPECT_EQ(ca::timer_service::global().pending(), 0U);
+}
+
+//! The waiter of one race; everything it uses lives in its own frame or outlives it.
+detached race_waiter(completion_reactor& r, std::stop_token token, outcome& out,
+                     ca::test::thread_resumer* resumer, std::atomic<int>& finished) {
+  if (resumer != nullptr) {
+    co_await resumer->schedule();
+  }
+  try {
+    out.state = (co_await fake_wait(r, 1, 42, std::move(token))).state;
+  } catch (const ca::operation_cancelled&) {
+    out.cancelled.store(true);
+  }
+  out.resumptions.fetch_add(1);
+  std::atomic<int>* const done = &finished; // `out` may be gone once this is counted
+  done->fetch_add(1);
+  done->notify_all();
+}
+
+// 1,000 random races of a stop request against the work's completion: the coroutine
+// resumes exactly once, with either the value or operation_cancelled, and never hangs.
+// Races cover every window: the stop while the coroutine is still inside await_suspend
+// (registering its callback), while it waits, and the completion seen by the test's poll
+// by the reactor's own thread, or by an idle executor thread querying a claimed lane outside
+// the reactor's lock (parallel lane polling); resumption inline or through an executor.
+TEST(ReactorCancel, ThousandRandomRacesOfStopAgainstCompletion) {
+  std::mt19937 rng(20261203);
+  int values = 0, cancels = 0;
+  ca::test::thread_resumer resumer(1);
+  std::atomic<int> finished{0}; // outlives every waiter: each touches it last
+  for (int i = 0; i < 1000; ++i) {
+    const unsigned driver = rng() % 3U; // 0: the test polls, 1: reactor thread, 2: idle polls
+    const bool reactor_thread = driver == 1;
+    const bool via_executor = (rng() & 2U) != 0;
+    const bool race_the_await = (rng() % 3U) == 0;
+    const bool done_before = race_the_await && (rng() & 1U) != 0;
+    fake_completion_source src(reactor_thread, /*parallel=*/driver == 2);
+    reactor_options opts = manual();
+    opts.start_thread = reactor_thread;
+    completion_reactor r(src, opts);
+    const auto poll = [&] { driver == 2 ? r.poll_idle() : r.poll(); };
+    src.attach(&r);
+    std::stop_source stop;
+    outcome out;
+    const auto waiter = [&] {
+      race_waiter(r, stop.get_token(), out, via_executor ? &resumer : nullptr, finished);
+    };
+    if (done_before) {
+      src.complete(42);
+    }
+    if (race_the_await) {
+      // The stop against the co_await itself (and, with a reactor thread, its poll).
+      ca::test::race_stop_request(stop, [&] {
+        waiter();
+        if (!done_before) {
+          src.complete(42);
+        }
+        if (!reactor_thread) {
+          poll();
+        }
+      });
+    } else {
+      waiter();
+      ca::test::race_stop_request(stop, [&] {
+        src.complete(42);
+        if (!reactor_thread) {
+          poll();
+        }
+      });
+    }
+    const int expected = i + 1;
+    if (reactor_thread) {
+      for (int f = finished.load(); f != expected; f = finished.load()) {
+        finished.wait(f); // a hang fails the test by its timeout
+      }
+    } else {
+      // A waiter started on the executor thread may submit after the racing poll: keep
+      // polling (the reactor's job) until it has resumed.
+      while (finished.load() != expected) {
+        poll();
+        std::this_thread::yield();
+      }
+    }
+    ASSERT_EQ(out.resumptions.load(), 1) << "race " << i;
+    if (out.cancelled.load()) {
+      ++cancels;
+    } else {
+      ASSERT_EQ(out.state, completion_state::done) << "race " << i;
+      ++values;
+    }
+    r.drain();
+    ASSERT_EQ(r.pending(), 0U) << "race " << i;
+    // Each marker is retired once; a wait stopped before submission had none.
+    ASSERT_EQ(src.retired(), out.cancelled.load() ? r.stats().submitted : 1U) << "race " << i;
+  }
+  // Both outcomes must occur, or the races did not race.
+  EXPECT_GT(values, 0);
+  EXPECT_GT(cancels, 0);
+}
+
+} // namespace
