@@ -390,6 +390,52 @@ TEST(ReactorTest, StatsCountPendingWaitsPerLane) {
   r.cancel_all();
 }
 
+// The load counters the doctor reads: peaks, waits per lane, ready waits, completions
+// found after the spin window, and integrals that obey their invariants.
+TEST(ReactorTest, StatsMeasureTheLoadOverTime) {
+  fake_completion_source src;
+  reactor_options o = manual();
+  o.spin_window = std::chrono::nanoseconds(0); // pollers are told to park at once
+  completion_reactor r(src, o);
+  std::vector<outcome> out(6);
+  std::vector<waiter> ws;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    ws.push_back(wait_on(r, i < 3 ? 1 : 2, i, out[i]));
+  }
+  src.complete(99);
+  ws.push_back(wait_on(r, 3, 99, out[5])); // finished already: no suspension
+  EXPECT_TRUE(out[5].resumed);
+  r.poll();
+  EXPECT_FALSE(r.idle_keep_spinning()); // a poller asks, and is told to park
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    src.complete(i);
+  }
+  EXPECT_EQ(r.poll(), 5U); // what it finds now was seen after the spin window
+  auto s = r.stats();
+  EXPECT_EQ(s.submitted, 5U);
+  EXPECT_EQ(s.ready, 1U);
+  EXPECT_EQ(s.completions, 5U);
+  EXPECT_EQ(s.completions_after_spin, 5U);
+  EXPECT_EQ(s.peak_pending, 5U);
+  EXPECT_EQ(s.peak_busy_lanes, 2U);
+  EXPECT_EQ(s.lanes_created, 3U); // lane 3 was made for the ready wait's query
+  std::sort(s.lane_waits.begin(), s.lane_waits.end(),
+            [](const auto& a, const auto& b) { return a.lane_key < b.lane_key; });
+  ASSERT_EQ(s.lane_waits.size(), 3U);
+  EXPECT_EQ(s.lane_waits[0].waits, 3U);
+  EXPECT_EQ(s.lane_waits[1].waits, 2U);
+  EXPECT_EQ(s.lane_waits[2].waits, 0U);
+  // Busy lanes never exceed pending waits, which are at most 5 while anything is pending.
+  EXPECT_LE(s.busy_ns, s.age_ns);
+  EXPECT_LE(s.busy_lane_ns, s.pending_wait_ns);
+  EXPECT_LE(s.pending_wait_ns, 5 * s.busy_ns);
+  EXPECT_LE(s.busy_ns, s.busy_lane_ns);
+  // Nothing pending now: the integrals stay where they are.
+  const auto later = r.stats();
+  EXPECT_EQ(later.busy_ns, s.busy_ns);
+  EXPECT_EQ(later.pending_wait_ns, s.pending_wait_ns);
+}
+
 TEST(ReactorTest, TracingHooksSeeSuspendCompleteResumeAndWithdraw) {
   fake_completion_source src;
   completion_reactor r(src, manual());

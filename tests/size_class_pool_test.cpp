@@ -328,8 +328,10 @@ TEST(SizeClassPool, ReserveFillsTheCacheSoTheNextRequestsSkipTheBackend) {
   EXPECT_EQ(pool.stats().backend_allocations, 3u) << "served from the reserve";
   EXPECT_EQ(pool.stats().reuses, 3u);
   EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  EXPECT_EQ(pool.stats().misses, 0u) << "reserving is not a miss";
   held.push_back(pool.allocate(1000)); // the reserve is used up
   EXPECT_EQ(pool.stats().backend_allocations, 4u);
+  EXPECT_EQ(pool.stats().misses, 1u) << "the backend was called in the request path";
   for (const auto& b : held) {
     pool.deallocate(b);
   }

@@ -49,6 +49,35 @@ TEST(ThreadPool, SizeIsAtLeastOne) {
   EXPECT_EQ(zero.size(), 1U);
 }
 
+TEST(ThreadPool, StatsCountResumptionsAndAccountEveryWorkersTime) {
+  ca::thread_pool pool(2);
+  constexpr int n = 200;
+  auto hop = [&]() -> ca::task<void> { co_await pool.schedule(); };
+  std::vector<ca::task<void>> all;
+  for (int i = 0; i < n; ++i) {
+    all.push_back(hop());
+  }
+  for (auto& t : all) {
+    ca::sync_wait(std::move(t));
+  }
+  const ca::thread_pool_stats s = pool.stats();
+  EXPECT_EQ(s.workers, 2U);
+  EXPECT_EQ(s.resumed, static_cast<std::uint64_t>(n)); // one per schedule()
+  EXPECT_EQ(s.queued, 0U);
+  EXPECT_GT(s.busy_ns + s.idle_ns, 0U);
+  EXPECT_GE(s.busy_fraction(), 0.0);
+  EXPECT_LE(s.busy_fraction(), 1.0);
+  // A worker held busy: its spell counts while it lasts, before it ends.
+  std::latch started(1);
+  std::latch gate(1);
+  pool.post(block_worker(started, gate).handle, priority::normal);
+  started.wait();
+  const auto before = pool.stats();
+  const auto after = pool.stats();
+  EXPECT_GT(after.busy_ns, before.busy_ns);
+  gate.count_down();
+}
+
 TEST(ThreadPool, ScheduleMovesOntoAWorkerWithExecutorScope) {
   ca::thread_pool pool(2);
   const auto main_id = std::this_thread::get_id();

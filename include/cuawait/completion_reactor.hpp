@@ -160,6 +160,9 @@ public:
     return m_pending_count.load(std::memory_order_relaxed);
   }
 
+  //! The options it was made with.
+  [[nodiscard]] const reactor_options& options() const noexcept { return m_options; }
+
   //! The source the reactor asks.
   [[nodiscard]] completion_source& source() const noexcept { return *m_source; }
 
@@ -171,7 +174,8 @@ private:
   void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
   void settle_locked(detail::wait_node& w, completion_status st) noexcept;
   void fail_all_locked(completion_state why, int error) noexcept;
-  void unlink_locked(detail::wait_node& w) noexcept;
+  void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
+  void account_locked(std::uint64_t now) noexcept;
   std::size_t run_ready_inline();
   std::size_t poll_claimed_lane() noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
@@ -194,7 +198,10 @@ private:
   std::size_t m_resuming = 0;
   std::atomic<std::uint64_t> m_last_progress_ns{0}; // written under m_mutex
   std::uint64_t m_last_probe_ns = 0;
-  std::atomic<bool> m_has_ready{false};    // the ready list is not empty
+  std::atomic<bool> m_has_ready{false}; // the ready list is not empty
+  // The pollers were told to stop spinning (spin window lapsed) and nothing progressed
+  // since: what a poll finds now counts in reactor_stats::completions_after_spin.
+  mutable std::atomic<bool> m_spin_lapsed{false};
   std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
   std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
   std::size_t m_claim_cursor = 0;          // guarded by m_mutex
@@ -207,9 +214,19 @@ private:
   std::mutex m_park_mutex;
   std::condition_variable m_park_cv;
 
+  // The load over time (reactor_stats), guarded by m_mutex: integrals of the pending waits
+  // and of the lanes holding them, advanced to `since_ns` at every change.
+  struct load_meter {
+    std::uint64_t created_ns = 0, since_ns = 0, busy_ns = 0, pending_wait_ns = 0, busy_lane_ns = 0,
+                  lanes_created = 0;
+    std::size_t busy_lanes = 0, peak_pending = 0, peak_busy_lanes = 0;
+  };
+  load_meter m_load;
+
   struct counters {
     std::atomic<std::uint64_t> submitted{0}, completions{0}, failures{0}, withdrawn{0},
-        cancelled{0}, stopped{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0};
+        cancelled{0}, stopped{0}, queries{0}, sweeps{0}, spin_ns{0}, parked_ns{0}, parks{0},
+        ready{0}, after_spin{0};
     std::array<std::atomic<std::uint64_t>, reactor_stats::latency_buckets> latency{};
   };
   counters m_counters;

@@ -15,6 +15,7 @@
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
 #include "cuawait/deadline.hpp"
+#include "cuawait/doctor.hpp"
 #include "cuawait/executor.hpp"
 #include "cuawait/idle_source_set.hpp"
 #include "cuawait/inline_executor.hpp"

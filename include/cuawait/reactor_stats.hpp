@@ -20,6 +20,13 @@ struct lane_pending {
   std::size_t waits = 0;          //!< waits pending on it
 };
 
+//! Waits that suspended on one lane since the lane was created (a lane is forgotten when its
+//! stream or event is destroyed, and its count with it).
+struct lane_usage {
+  const void* lane_key = nullptr; //!< the lane (for CUDA: the `cudaStream_t`)
+  std::uint64_t waits = 0;        //!< waits that suspended on it
+};
+
 //! A snapshot of the reactor's counters.
 struct reactor_stats {
   //! Buckets of the resume-latency histogram: bucket `i` counts latencies in
@@ -40,6 +47,23 @@ struct reactor_stats {
   std::uint64_t parks = 0;         //!< times it parked
   std::size_t pending = 0;         //!< waits pending now
   std::vector<lane_pending> lanes; //!< per lane, lanes with waits only
+
+  // Load over the reactor's life (what `cuawait::doctor` reads). Maintained under the
+  // reactor's lock at each submission and resolution, from clock reads it makes anyway.
+  std::uint64_t ready = 0; //!< waits whose work had finished at `co_await` (no suspension)
+  //! Completions found by a poll after the pollers had been told to stop spinning (nothing
+  //! finished or started for `reactor_options::spin_window`): the work outlasted the spin
+  //! window, the pollers parked, and unless the source notifies, the completion was seen up
+  //! to `park_poll` late.
+  std::uint64_t completions_after_spin = 0;
+  std::uint64_t lanes_created = 0;    //!< lanes made (distinct streams/events awaited)
+  std::size_t peak_pending = 0;       //!< most waits pending at once
+  std::size_t peak_busy_lanes = 0;    //!< most lanes with waits pending at once
+  std::uint64_t age_ns = 0;           //!< time since the reactor was constructed
+  std::uint64_t busy_ns = 0;          //!< time with at least one wait pending
+  std::uint64_t pending_wait_ns = 0;  //!< integral of the pending waits over time (wait-ns)
+  std::uint64_t busy_lane_ns = 0;     //!< integral of the lanes with waits over time (lane-ns)
+  std::vector<lane_usage> lane_waits; //!< every lane kept, with its count of waits
   std::array<std::uint64_t, latency_buckets> resume_latency{}; //!< histogram, see above
 
   //! The latency (ns, bucket lower bound) below which fraction `q` of resumptions fell.

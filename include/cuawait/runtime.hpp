@@ -19,6 +19,7 @@
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/detail/awaitable_traits.hpp"
+#include "cuawait/doctor.hpp"
 #include "cuawait/observability.hpp"
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/run_loop.hpp"
@@ -76,7 +77,8 @@ struct runtime_options {
 //!
 //! Observability (docs/OBSERVABILITY.md): `CUAWAIT_TRACE=path.json`, `CUAWAIT_LOG=level` and
 //! `CUAWAIT_NVTX=1`, read at construction, install a trace recorder, a lifecycle log and
-//! NVTX ranges on the reactor; the trace is written at destruction.
+//! NVTX ranges on the reactor; the trace is written at destruction. `CUAWAIT_DOCTOR=1` prints
+//! `report()` to stderr at destruction (docs/DOCTOR.md).
 //! @throws std::invalid_argument (constructor) for a value of those it does not know.
 class runtime {
 public:
@@ -133,6 +135,15 @@ public:
   //! The reactor's statistics (waits pending per stream, completions, resume latency...).
   [[nodiscard]] reactor_stats stats() const { return m_context.reactor().stats(); }
 
+  //! What the doctor reads (docs/DOCTOR.md): the reactor's and the pool's statistics since
+  //! construction, the strategy, waits on the default streams, the pinned pool's counters.
+  //! Add graph caches and batchers to it, then `doctor{}.examine(s)`.
+  [[nodiscard]] doctor_snapshot snapshot() const;
+  //! The doctor's report on this runtime so far: findings with advice and evidence.
+  [[nodiscard]] doctor_report report(const doctor_thresholds& thresholds = {}) const {
+    return doctor{thresholds}.examine(snapshot());
+  }
+
   //! Starts recording a trace of every GPU wait (replacing one started before). Call while
   //! no coroutine awaits GPU work (e.g. before `run`): the reactor's hooks are installed
   //! without synchronising with awaiters.
@@ -159,6 +170,7 @@ private:
   thread_pool m_pool;
   bool m_idle_polling = false;
   bool m_is_default = false; //!< installed as the default context of other threads
+  bool m_doctor = false;     //!< CUAWAIT_DOCTOR=1: print report() at destruction
   run_loop m_loop;
   async_scope m_spawned; // last: joined in the destructor before the pool stops
 };

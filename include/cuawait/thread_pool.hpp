@@ -9,11 +9,38 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
 
 namespace cuawait {
+
+//! What a `thread_pool`'s workers did since they started, summed over the workers (what
+//! `cuawait::doctor` reads). Time is wall-clock: a worker is busy from the moment it finds
+//! work until it finds none (time spent blocked inside a coroutine counts as busy), idle
+//! otherwise; idle time is spinning (polling the idle source, yielding) or parked. Clocks
+//! are read only when a worker changes between busy and idle, never per resumption.
+struct thread_pool_stats {
+  std::size_t workers = 0;       //!< worker threads
+  std::uint64_t resumed = 0;     //!< coroutines resumed by the workers
+  std::uint64_t busy_ns = 0;     //!< time running coroutines
+  std::uint64_t idle_ns = 0;     //!< time without work (spinning or parked)
+  std::uint64_t parked_ns = 0;   //!< of which parked on the condition variable
+  std::uint64_t queued_seen = 0; //!< sum over resumptions of the handles left in the queue
+                                 //!< the handle was taken from (the backlog a pick saw)
+  std::size_t queued = 0;        //!< handles queued now, all queues
+
+  //! Busy time over busy plus idle time, in [0, 1]; 0 before anything was measured.
+  [[nodiscard]] double busy_fraction() const noexcept {
+    const std::uint64_t total = busy_ns + idle_ns;
+    return total == 0 ? 0.0 : static_cast<double>(busy_ns) / static_cast<double>(total);
+  }
+  //! Mean backlog seen by a pick (`queued_seen / resumed`).
+  [[nodiscard]] double mean_backlog() const noexcept {
+    return resumed == 0 ? 0.0 : static_cast<double>(queued_seen) / static_cast<double>(resumed);
+  }
+};
 
 //! A fixed set of worker threads that resume coroutines.
 //!
@@ -109,6 +136,9 @@ public:
   //! and no worker may be polling: wakes the parked poller, or one parked worker. Cheap when
   //! a worker is spinning already. Safe from any thread.
   void wake_idle_poller() noexcept;
+
+  //! The workers' counters (see `thread_pool_stats`); a near snapshot, from any thread.
+  [[nodiscard]] thread_pool_stats stats() const;
 
   //! Stops accepting outside work, runs what is queued, joins the workers (class comment).
   //! @throws std::logic_error when called from one of this pool's workers.

@@ -17,8 +17,9 @@ struct reactor_lane {
   wait_node* head = nullptr;
   wait_node* tail = nullptr;
   std::size_t size = 0;
-  bool active = false;  // in m_active
-  bool claimed = false; // an idle thread queries the head outside the lock
+  std::uint64_t waits = 0; // waits that suspended on it, ever (reactor_stats::lane_waits)
+  bool active = false;     // in m_active
+  bool claimed = false;    // an idle thread queries the head outside the lock
   // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
   // changed knows that the head it copied is gone. Read without the lock by the claimer.
   std::atomic<std::uint64_t> pops{0};
@@ -35,6 +36,7 @@ using detail::wait_node;
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
     : m_source(&source), m_options(options) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+  m_load.created_ns = m_load.since_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
     m_thread = std::jthread([this](std::stop_token st) { thread_main(std::move(st)); });
   }
@@ -65,6 +67,7 @@ reactor_lane& completion_reactor::lane_for(const void* key) {
   if (!slot) {
     slot = std::make_unique<reactor_lane>();
     slot->key = key;
+    ++m_load.lanes_created;
   }
   return *slot;
 }
@@ -112,6 +115,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
         w.status = st;
         w.resolved_ns = 0;
         m_source->retire(w);
+        m_counters.ready.fetch_add(1, std::memory_order_relaxed);
         if (st.state == completion_state::context_lost) {
           // Other streams may never report the loss themselves (on the H200 a wait on
           // another stream later resolved as done), so every pending wait fails now; inline waiters
@@ -125,6 +129,8 @@ bool completion_reactor::submit(wait_node& w) noexcept {
         break;
       }
     }
+    const std::uint64_t now = now_ns();
+    account_locked(now);
     w.lane = lane;
     w.prev = lane->tail;
     w.next = nullptr;
@@ -134,27 +140,53 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       lane->head = &w;
     }
     lane->tail = &w;
-    ++lane->size;
+    if (lane->size++ == 0) {
+      m_load.peak_busy_lanes = std::max(m_load.peak_busy_lanes, ++m_load.busy_lanes);
+    }
+    ++lane->waits;
     w.state = node_state::waiting;
     if (!lane->active) {
       lane->active = true;
       m_active.push_back(lane);
     }
-    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
-    m_pending_count.fetch_add(1, std::memory_order_relaxed);
+    m_last_progress_ns.store(now, std::memory_order_relaxed);
+    if (m_spin_lapsed.load(std::memory_order_relaxed)) {
+      m_spin_lapsed.store(false, std::memory_order_relaxed); // progress: spinning again
+    }
+    const std::size_t pending = m_pending_count.fetch_add(1, std::memory_order_relaxed) + 1;
+    m_load.peak_pending = std::max(m_load.peak_pending, pending);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
   } while (false);
   wake();
   return !submit_failed_all;
 }
 
-void completion_reactor::unlink_locked(wait_node& w) noexcept {
+void completion_reactor::account_locked(std::uint64_t now) noexcept {
+  // Times come from several threads' clock reads made before taking the lock: never
+  // integrate backwards.
+  if (now <= m_load.since_ns) {
+    return;
+  }
+  const std::uint64_t dt = now - m_load.since_ns;
+  const std::size_t pending = m_pending_count.load(std::memory_order_relaxed);
+  if (pending != 0) {
+    m_load.busy_ns += dt;
+    m_load.pending_wait_ns += dt * pending;
+    m_load.busy_lane_ns += dt * m_load.busy_lanes;
+  }
+  m_load.since_ns = now;
+}
+
+void completion_reactor::unlink_locked(wait_node& w, std::uint64_t now) noexcept {
+  account_locked(now);
   reactor_lane& lane = *w.lane;
   (w.prev != nullptr ? w.prev->next : lane.head) = w.next;
   (w.next != nullptr ? w.next->prev : lane.tail) = w.prev;
   w.prev = w.next = nullptr;
   w.lane = nullptr;
-  --lane.size;
+  if (--lane.size == 0) {
+    --m_load.busy_lanes;
+  }
   lane.pops.fetch_add(1, std::memory_order_release);
   m_pending_count.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -163,7 +195,7 @@ bool completion_reactor::withdraw(wait_node& w) noexcept {
   const std::lock_guard lock(m_mutex);
   switch (w.state) {
   case node_state::waiting:
-    unlink_locked(w);
+    unlink_locked(w, now_ns());
     m_source->retire(w);
     break;
   case node_state::ready_inline:
@@ -194,9 +226,10 @@ bool completion_reactor::cancel(wait_node& w) noexcept {
 }
 
 void completion_reactor::settle_locked(wait_node& w, completion_status st) noexcept {
-  unlink_locked(w);
+  const std::uint64_t now = now_ns();
+  unlink_locked(w, now);
   w.status = st;
-  w.resolved_ns = now_ns();
+  w.resolved_ns = now;
   m_source->retire(w);
   if (m_trace.on_complete != nullptr) {
     m_trace.on_complete(m_trace.context, w);
@@ -333,6 +366,12 @@ std::size_t completion_reactor::poll() {
     }
     n = sweep_locked(probe);
     if (n != 0) {
+      // Found after the pollers were told to stop spinning: by a poll after a park. (A
+      // poller that was merely descheduled polls before it asks whether to spin on.)
+      if (m_spin_lapsed.load(std::memory_order_relaxed)) {
+        m_spin_lapsed.store(false, std::memory_order_relaxed);
+        m_counters.after_spin.fetch_add(n, std::memory_order_relaxed);
+      }
       m_last_progress_ns.store(now, std::memory_order_relaxed);
     }
   }
@@ -486,6 +525,7 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
         }
       }
       m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+      m_spin_lapsed.store(false, std::memory_order_relaxed);
     }
   }
   if (m_has_ready.load(std::memory_order_relaxed)) {
@@ -532,7 +572,11 @@ bool completion_reactor::idle_keep_spinning() const noexcept {
     return false;
   }
   const auto window = static_cast<std::uint64_t>(m_options.spin_window.count());
-  return now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window;
+  if (now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < window) {
+    return true;
+  }
+  m_spin_lapsed.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
@@ -581,6 +625,8 @@ reactor_stats completion_reactor::stats() const {
   s.spin_ns = c.spin_ns.load(std::memory_order_relaxed);
   s.parked_ns = c.parked_ns.load(std::memory_order_relaxed);
   s.parks = c.parks.load(std::memory_order_relaxed);
+  s.ready = c.ready.load(std::memory_order_relaxed);
+  s.completions_after_spin = c.after_spin.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < reactor_stats::latency_buckets; ++i) {
     s.resume_latency[i] = c.latency[i].load(std::memory_order_relaxed);
   }
@@ -591,6 +637,26 @@ reactor_stats completion_reactor::stats() const {
       s.lanes.push_back({lane->key, lane->size});
     }
   }
+  s.lane_waits.reserve(m_lanes.size());
+  for (const auto& [key, lane] : m_lanes) {
+    s.lane_waits.push_back({key, lane->waits});
+  }
+  // The integrals as of now, on a copy: reading statistics changes nothing.
+  load_meter m = m_load;
+  const std::uint64_t now = std::max(now_ns(), m.since_ns);
+  if (s.pending != 0) {
+    const std::uint64_t dt = now - m.since_ns;
+    m.busy_ns += dt;
+    m.pending_wait_ns += dt * s.pending;
+    m.busy_lane_ns += dt * m.busy_lanes;
+  }
+  s.lanes_created = m.lanes_created;
+  s.peak_pending = m.peak_pending;
+  s.peak_busy_lanes = m.peak_busy_lanes;
+  s.age_ns = now - m.created_ns;
+  s.busy_ns = m.busy_ns;
+  s.pending_wait_ns = m.pending_wait_ns;
+  s.busy_lane_ns = m.busy_lane_ns;
   return s;
 }
 
@@ -635,6 +701,9 @@ void completion_reactor::thread_main(std::stop_token stop) {
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
     }
     if (idle || now - last_progress >= window) {
+      if (!idle) {
+        m_spin_lapsed.store(true, std::memory_order_relaxed);
+      }
       m_counters.spin_ns.fetch_add(now - spin_start, std::memory_order_relaxed);
       park(stop, seq, !idle);
       spin_start = now_ns();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -30,7 +31,8 @@ struct alignas(64) locked_queue {
     rings.push(h, p);
     mask.store(rings.mask());
   }
-  bool try_pop(std::coroutine_handle<>& h, priority& p) noexcept {
+  //! `left`: the handles still queued after this one (statistics).
+  bool try_pop(std::coroutine_handle<>& h, priority& p, std::size_t& left) noexcept {
     if (mask.load() == 0) {
       return false;
     }
@@ -40,7 +42,40 @@ struct alignas(64) locked_queue {
     }
     std::tie(h, p) = rings.pop();
     mask.store(rings.mask());
+    left = rings.size();
     return true;
+  }
+  [[nodiscard]] std::size_t size() {
+    const std::lock_guard lock(mutex);
+    return rings.size();
+  }
+};
+
+std::uint64_t clock_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+//! One worker's counters (thread_pool_stats). Written by the worker only, read by stats():
+//! relaxed atomics, updated with a load and a store (no read-modify-write).
+struct alignas(64) worker_meter {
+  std::atomic<std::uint64_t> since_ns{0}; //!< start of the current busy or idle spell
+  std::atomic<bool> busy{false};
+  std::atomic<std::uint64_t> busy_ns{0}, idle_ns{0}, parked_ns{0}, resumed{0}, queued_seen{0};
+
+  static void add(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
+  //! The worker turns busy (true) or idle (false); a no-op when it already is.
+  void turn(bool to_busy) noexcept {
+    if (busy.load(std::memory_order_relaxed) == to_busy) {
+      return;
+    }
+    const std::uint64_t now = clock_ns();
+    add(to_busy ? idle_ns : busy_ns, now - since_ns.load(std::memory_order_relaxed));
+    since_ns.store(now, std::memory_order_relaxed);
+    busy.store(to_busy, std::memory_order_relaxed);
   }
 };
 
@@ -63,12 +98,14 @@ constexpr unsigned injection_fairness_period = 61;
 } // namespace
 
 struct thread_pool::impl {
-  impl(thread_pool& owner, std::size_t n) : owner(owner), queues(n) {}
+  impl(thread_pool& owner, std::size_t n)
+      : owner(owner), queues(n), meters(std::make_unique<worker_meter[]>(n)) {}
 
   thread_pool& owner;
   std::function<void(std::size_t)> on_start; //!< run first on each worker (may be empty)
   std::vector<locked_queue> queues;          //!< one per worker
   locked_queue injection;                    //!< posts from outside the pool
+  std::unique_ptr<worker_meter[]> meters;    //!< one per worker
   std::atomic<bool> stopping{false};
 
   // Parking. A poster publishes its work (queue mask, seq_cst), then reads `sleepers`; a
@@ -173,6 +210,7 @@ struct thread_pool::impl {
     const std::uint64_t kicked = kicks.load();
     sleepers.fetch_add(1);
     if (!any_work_visible() && !stopping.load()) {
+      const std::uint64_t t0 = clock_ns();
       std::unique_lock lock(park_mutex);
       park_cv.wait_for(lock, period, [&] {
         return wake_tokens > 0 || stopping.load() || kicks.load() != kicked;
@@ -180,6 +218,7 @@ struct thread_pool::impl {
       if (wake_tokens > 0) {
         --wake_tokens;
       }
+      worker_meter::add(meters[tl_worker.index].parked_ns, clock_ns() - t0);
     }
     sleepers.fetch_sub(1);
     poller_taken.store(false);
@@ -208,22 +247,23 @@ struct thread_pool::impl {
   }
 
   //! Own queue or injection queue, whichever holds the higher priority; then stealing.
-  bool find_work(std::size_t self, unsigned& tick, std::coroutine_handle<>& h, priority& p) {
+  bool find_work(std::size_t self, unsigned& tick, std::coroutine_handle<>& h, priority& p,
+                 std::size_t& left) {
     locked_queue& local = queues[self];
     const unsigned mine = local.mask.load();
     const unsigned outside = injection.mask.load();
     bool outside_first = outside != 0 && (mine == 0 || ++tick % injection_fairness_period == 0 ||
                                           detail::priority_rings::top_priority_index(outside) >
                                               detail::priority_rings::top_priority_index(mine));
-    if (outside_first && injection.try_pop(h, p)) {
+    if (outside_first && injection.try_pop(h, p, left)) {
       return true;
     }
-    if (local.try_pop(h, p) || injection.try_pop(h, p)) {
+    if (local.try_pop(h, p, left) || injection.try_pop(h, p, left)) {
       return true;
     }
     const std::size_t n = queues.size();
     for (std::size_t k = 1; k < n; ++k) {
-      if (queues[(self + k) % n].try_pop(h, p)) {
+      if (queues[(self + k) % n].try_pop(h, p, left)) {
         return true;
       }
     }
@@ -253,11 +293,13 @@ struct thread_pool::impl {
       return !stop || any_work_visible();
     }
     {
+      const std::uint64_t t0 = clock_ns();
       std::unique_lock lock(park_mutex);
       park_cv.wait(lock, [this] { return wake_tokens > 0 || stopping.load(); });
       if (wake_tokens > 0) {
         --wake_tokens;
       }
+      worker_meter::add(meters[tl_worker.index].parked_ns, clock_ns() - t0);
     }
     sleepers.fetch_sub(1);
     return true;
@@ -268,17 +310,28 @@ struct thread_pool::impl {
     if (on_start) {
       on_start(self);
     }
+    worker_meter& meter = meters[self];
+    meter.since_ns.store(clock_ns(), std::memory_order_relaxed);
     unsigned tick = 0;
     std::coroutine_handle<> h;
     priority p = priority::normal;
+    std::size_t left = 0;
     for (;;) {
-      if (find_work(self, tick, h, p)) {
+      if (find_work(self, tick, h, p, left)) {
+        meter.turn(true);
+        worker_meter::add(meter.resumed, 1);
+        worker_meter::add(meter.queued_seen, left);
         const executor_scope scope(&owner, p);
         detail::resume(h);
-      } else if (!park()) {
-        break;
+      } else {
+        meter.turn(false);
+        if (!park()) {
+          break;
+        }
       }
     }
+    meter.turn(false);
+    meter.since_ns.store(0, std::memory_order_relaxed); // exited: no spell in progress
     tl_worker = {};
   }
 };
@@ -348,6 +401,29 @@ void thread_pool::set_idle_source(idle_source* source) noexcept {
   if (source != nullptr) {
     s.kick_poller();
   }
+}
+
+thread_pool_stats thread_pool::stats() const {
+  impl& s = *m_impl;
+  thread_pool_stats out;
+  out.workers = s.queues.size();
+  const std::uint64_t now = clock_ns();
+  for (std::size_t i = 0; i < out.workers; ++i) {
+    const worker_meter& m = s.meters[i];
+    out.resumed += m.resumed.load(std::memory_order_relaxed);
+    out.queued_seen += m.queued_seen.load(std::memory_order_relaxed);
+    out.busy_ns += m.busy_ns.load(std::memory_order_relaxed);
+    out.idle_ns += m.idle_ns.load(std::memory_order_relaxed);
+    out.parked_ns += m.parked_ns.load(std::memory_order_relaxed);
+    // The spell in progress counts too (a worker busy for the whole window never turns).
+    const std::uint64_t since = m.since_ns.load(std::memory_order_relaxed);
+    if (since != 0 && now > since) {
+      (m.busy.load(std::memory_order_relaxed) ? out.busy_ns : out.idle_ns) += now - since;
+    }
+    out.queued += s.queues[i].size();
+  }
+  out.queued += s.injection.size();
+  return out;
 }
 
 void thread_pool::wake_idle_poller() noexcept { m_impl->kick_poller(); }

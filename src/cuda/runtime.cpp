@@ -2,6 +2,7 @@
 #include "cuawait/runtime.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,18 @@ std::size_t idle_spinners(std::size_t asked) {
   }
 }
 
+//! `CUAWAIT_DOCTOR=1` prints the doctor's report when the runtime is destroyed.
+bool doctor_at_exit() {
+  const char* env = std::getenv("CUAWAIT_DOCTOR");
+  if (env == nullptr || *env == '\0' || std::string(env) == "0") {
+    return false;
+  }
+  if (std::string(env) != "1") {
+    throw std::invalid_argument(std::string("CUAWAIT_DOCTOR=") + env + ": expected 0 or 1");
+  }
+  return true;
+}
+
 cuda::device_context_options context_options(const runtime_options& o) {
   cuda::device_context_options c;
   c.device = o.device;
@@ -63,6 +76,7 @@ runtime::runtime(runtime_options options)
   completion_reactor& reactor = m_context.reactor().reactor();
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
   m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});
+  m_doctor = doctor_at_exit();
   if (m_idle_polling) {
     reactor.set_idle_waker(&runtime::wake_pool, &m_pool);
     m_pool.set_idle_source(&reactor);
@@ -90,6 +104,12 @@ runtime::~runtime() {
     reactor.set_idle_waker(nullptr, nullptr);
   }
   m_pool.shutdown();
+  if (m_doctor) {
+    try {
+      std::fputs(report().to_string().c_str(), stderr);
+    } catch (...) { // out of memory: a destructor reports nothing rather than throw
+    }
+  }
   m_observability.finish(reactor); // writes CUAWAIT_TRACE, removes the hooks
 }
 

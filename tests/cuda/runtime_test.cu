@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The runtime: coroutines resume on the executor and with the priority they suspended
-// with, spawned work is joined, statistics count what happened.
+// with, spawned work is joined, statistics count what happened, the doctor's report names
+// work on the legacy default stream and on one stream.
 
 #include "common/gpu.hpp"
 
@@ -10,13 +11,35 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
 namespace cu = cuawait::cuda;
 
 __global__ void touch(int* p) { *p += 1; }
+
+//! Runs for about `cycles` GPU clock cycles: long enough that awaiting it suspends.
+__global__ void spin_for(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+//! `jobs` spawned coroutines, each awaiting 16 short kernels on `stream_of(job)`.
+template <class StreamOf>
+void spin_jobs(cuawait::runtime& rt, int jobs, StreamOf stream_of) {
+  for (int j = 0; j < jobs; ++j) {
+    rt.spawn([](cu::stream_ref st) -> cuawait::task<void> {
+      for (int i = 0; i < 16; ++i) {
+        co_await st.launch(spin_for, dim3(1), dim3(1), 200'000LL); // ~0.1 ms
+      }
+    }(stream_of(j)));
+  }
+  rt.join_spawned();
+}
 
 TEST(RuntimeTest, RunResumesOnTheCallingThreadAndSpawnOnThePool) {
   CUAWAIT_REQUIRE_GPU();
@@ -68,6 +91,29 @@ TEST(RuntimeTest, SpawnedExceptionIsRethrownByJoin) {
     co_return;
   }());
   EXPECT_THROW(rt.join_spawned(), std::runtime_error);
+}
+
+TEST(RuntimeTest, ReportNamesTheLegacyDefaultStreamAndWorkOnOneStream) {
+  CUAWAIT_REQUIRE_GPU();
+  cuawait::runtime_options o;
+  o.threads = 2;
+  cuawait::runtime rt(o);
+  spin_jobs(rt, 4, [](int) { return cu::stream_ref{cudaStream_t{}}; });
+  const cuawait::doctor_report r = rt.report();
+  EXPECT_NE(r.find(cuawait::doctor_rule::legacy_default_stream), nullptr) << r;
+  EXPECT_NE(r.find(cuawait::doctor_rule::single_stream), nullptr) << r;
+  EXPECT_NE(r.summary.find("strategy "), std::string::npos) << r;
+}
+
+TEST(RuntimeTest, ReportIsCleanWithAStreamPerJob) {
+  CUAWAIT_REQUIRE_GPU();
+  cuawait::runtime_options o;
+  o.threads = 2;
+  cuawait::runtime rt(o);
+  std::vector<cu::stream> streams(4);
+  spin_jobs(rt, 4, [&](int j) { return cu::stream_ref(streams[static_cast<std::size_t>(j)]); });
+  const cuawait::doctor_report r = rt.report();
+  EXPECT_TRUE(r.clean()) << r;
 }
 
 } // namespace

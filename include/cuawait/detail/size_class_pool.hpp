@@ -68,6 +68,9 @@ struct size_class_pool_stats {
   std::size_t bytes_fenced = 0;        //!< part of bytes_cached still waiting for a fence
   std::size_t backend_allocations = 0; //!< calls to the backend's allocate
   std::size_t reuses = 0;              //!< requests served from the cache
+  //! Requests the cache could not serve: each called the backend's allocate (for the
+  //! pinned pool, `cudaHostAlloc`) in the request path. `reserve` is not counted.
+  std::size_t misses = 0;
 };
 
 //! A thread-safe pool of blocks in size classes over `Backend`, which provides:
@@ -129,6 +132,7 @@ public:
       }
     }
     const block b = from_backend(sc.bytes);
+    m_misses.fetch_add(1, std::memory_order_relaxed);
     m_in_use.fetch_add(b.bytes, std::memory_order_relaxed);
     return b;
   }
@@ -235,6 +239,7 @@ public:
     s.bytes_fenced = m_fenced.load(std::memory_order_relaxed);
     s.backend_allocations = m_backend_allocations.load(std::memory_order_relaxed);
     s.reuses = m_reuses.load(std::memory_order_relaxed);
+    s.misses = m_misses.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -323,6 +328,7 @@ private:
   std::atomic<std::size_t> m_fenced{0};
   std::atomic<std::size_t> m_backend_allocations{0};
   std::atomic<std::size_t> m_reuses{0};
+  std::atomic<std::size_t> m_misses{0};
 };
 
 } // namespace cuawait::detail
