@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // cuawait-doctor: will probe the machine (launch latency, link bandwidth, strategy round
-// trips) and say what to expect and which options to use (issue 12). Today a skeleton: it
+// trips) and say what to expect and which options to use. Today a skeleton: it
 // names the devices it finds and says plainly that no probe is implemented yet. It measures
 // nothing and invents nothing.
 //
