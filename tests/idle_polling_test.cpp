@@ -191,10 +191,11 @@ TEST(IdlePolling, DetachingTheSourceReturnsOnceNoWorkerUsesIt) {
   }
 }
 
-TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
-  constexpr std::uint64_t n = 20000;
-  constexpr std::uint64_t lanes = 64;
-  polled_pool p(4, true);
+//! `n` waits on `lanes` lanes of `p`, completed from another thread in a random order
+//! (allowed: a lane's later wait is only asked once its head finished, exactly like a
+//! stream). Each must resume once, done, on a pool worker.
+void many_waits_in_random_order(polled_pool& p, std::uint64_t n, std::uint64_t lanes,
+                                std::uint64_t seed) {
   std::atomic<std::uint64_t> sum{0};
   std::atomic<std::uint64_t> wrong{0};
   auto one = [&](std::uint64_t token) -> ca::task<void> {
@@ -211,13 +212,11 @@ TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
     all.push_back(one(i));
   }
   std::thread completer([&] {
-    // Completing out of lane order is allowed: a lane's later wait is only asked once its
-    // head finished, exactly like a stream.
     std::vector<std::uint64_t> order(n);
     for (std::uint64_t i = 0; i < n; ++i) {
       order[i] = i;
     }
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(17));
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
     for (const std::uint64_t t : order) {
       p.source.complete(t);
     }
@@ -230,43 +229,16 @@ TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
   EXPECT_EQ(p.source.retired(), n);
 }
 
+TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
+  polled_pool p(4, true);
+  many_waits_in_random_order(p, 20000, 64, 17);
+}
+
 //! Many waits on many lanes, idle workers querying different lanes at once outside the
 //! reactor's lock (a source that allows parallel queries, like event and stream polling).
 TEST(IdlePolling, ParallelLanePollingResolvesEveryWaitOnceOnItsExecutor) {
-  constexpr std::uint64_t n = 20000;
-  constexpr std::uint64_t lanes = 16;
   polled_pool p(6, false, without_thread(), true);
-  std::atomic<std::uint64_t> sum{0};
-  std::atomic<std::uint64_t> wrong{0};
-  auto one = [&](std::uint64_t token) -> ca::task<void> {
-    co_await p.pool.schedule();
-    const auto st = co_await fake_wait(p.reactor, token % lanes, token);
-    if (st.state != completion_state::done || !p.pool.on_worker_thread()) {
-      wrong.fetch_add(1);
-    }
-    sum.fetch_add(token);
-  };
-  std::vector<ca::task<void>> all;
-  all.reserve(n);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    all.push_back(one(i));
-  }
-  std::thread completer([&] {
-    std::vector<std::uint64_t> order(n);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      order[i] = i;
-    }
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
-    for (const std::uint64_t t : order) {
-      p.source.complete(t);
-    }
-  });
-  ca::sync_wait(ca::when_all(std::move(all)));
-  completer.join();
-  EXPECT_EQ(wrong.load(), 0u);
-  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
-  EXPECT_EQ(p.reactor.pending(), 0u);
-  EXPECT_EQ(p.source.retired(), n);
+  many_waits_in_random_order(p, 20000, 16, 5);
 }
 
 //! A claimer queries a copy of a lane's oldest wait; when that wait is withdrawn and
