@@ -439,8 +439,11 @@ TEST(BatcherCancel, ThousandRacesOfStopAgainstSubmission) {
       ASSERT_EQ(batches, static_cast<std::size_t>(submitted)) << "race " << i;
     }
   }
-  EXPECT_GT(submitted, 0);
-  EXPECT_GT(cancelled, 0);
+  // Which side wins depends on the machine's load; both outcomes are covered
+  // deterministically above. Each race ended in exactly one of them (asserted per race).
+  RecordProperty("submitted", submitted);
+  RecordProperty("cancelled", cancelled);
+  EXPECT_EQ(submitted + cancelled, 1000);
 }
 
 TEST(Batcher, StressManyThreadsSubmitting) {

@@ -354,8 +354,12 @@ TEST(SlotPoolCancel, ThousandRacesOfStopAgainstRelease) {
     ASSERT_EQ(pool.waiting(), 0u);
     c->handle.destroy();
   }
-  EXPECT_GT(grants, 0);
-  EXPECT_GT(cancels, 0);
+  // Which side wins depends on the machine's load (one side may win every race on a loaded
+  // CI machine); both outcomes are covered deterministically above. Each race ended in
+  // exactly one of them, with the slot accounted for (asserted per race).
+  RecordProperty("grants", grants);
+  RecordProperty("cancels", cancels);
+  EXPECT_EQ(grants + cancels, 1000);
 }
 
 } // namespace
