@@ -2,8 +2,9 @@
 #pragma once
 
 //! @file
-//! `pinned_buffer<T>`: page-locked host memory from a `pinned_pool` (the process-wide one
-//! by default), for fast asynchronous copies.
+//! `pinned_buffer<T>`: page-locked host memory from a `pinned_pool` (by default the one of
+//! the calling thread's device context, `pinned_pool::current()`), for fast asynchronous
+//! copies.
 //!
 //! The release rule: a buffer that has a stream (given at construction, `set_stream` or
 //! `free_after`) returns its memory to the pool fenced by an event recorded on that stream
