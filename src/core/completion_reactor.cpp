@@ -78,13 +78,7 @@ bool completion_reactor::forget_lane(const void* key) noexcept {
   if (it == m_lanes.end() || it->second->head != nullptr || it->second->claimed) {
     return false;
   }
-  if (it->second->active) { // emptied by a withdrawal, still listed until the next sweep
-    const auto at = std::find(m_active.begin(), m_active.end(), it->second.get());
-    if (at != m_active.end()) {
-      *at = m_active.back();
-      m_active.pop_back();
-    }
-  }
+  deactivate_locked(*it->second); // emptied by a withdrawal: may still be listed
   m_lanes.erase(it);
   return true;
 }

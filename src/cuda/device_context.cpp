@@ -150,28 +150,27 @@ void detail::remove_default_context(device_context* ctx) noexcept {
   (void)g_default.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
 }
 
-void detail::forget_stream(cudaStream_t s) noexcept {
+namespace {
+//! Every live context forgets the lane keyed by `key` (and, for a stream, what its strategy
+//! keeps for it).
+void forget_everywhere(const void* key, cudaStream_t stream) noexcept {
   context_registry& reg = registry();
   if (reg.count.load(std::memory_order_acquire) == 0) {
     return;
   }
   const std::lock_guard lock(reg.mutex);
   for (device_context* c : reg.live) {
-    (void)c->reactor().reactor().forget_lane(s);
-    c->reactor().source().forget_stream(s);
+    (void)c->reactor().reactor().forget_lane(key);
+    if (stream != nullptr) {
+      c->reactor().source().forget_stream(stream);
+    }
   }
 }
+} // namespace
 
-void detail::forget_event(cudaEvent_t e) noexcept {
-  context_registry& reg = registry();
-  if (reg.count.load(std::memory_order_acquire) == 0) {
-    return;
-  }
-  const std::lock_guard lock(reg.mutex);
-  for (device_context* c : reg.live) {
-    (void)c->reactor().reactor().forget_lane(e);
-  }
-}
+void detail::forget_stream(cudaStream_t s) noexcept { forget_everywhere(s, s); }
+
+void detail::forget_event(cudaEvent_t e) noexcept { forget_everywhere(e, nullptr); }
 
 gpu_reactor& current_reactor() { return current_context().reactor(); }
 

@@ -72,7 +72,8 @@ runtime::runtime(runtime_options options)
                (void)cudaSetDevice(ctx->device()); // the context's device was usable just now
                cuda::detail::set_thread_context(ctx);
              }),
-      m_idle_polling(!use_reactor_thread(options.reactor_thread)) {
+      // Derived from the reactor actually made (the environment is read once, above).
+      m_idle_polling(!m_context.reactor().reactor().options().start_thread) {
   completion_reactor& reactor = m_context.reactor().reactor();
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
   m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});

@@ -31,6 +31,12 @@ completion_status query_event(const wait_node& w) noexcept {
   return gpu_completion_source::status_of(cudaEventQuery(reinterpret_cast<cudaEvent_t>(w.token)));
 }
 
+//! The legacy or per-thread default stream: one handle that names a different stream per
+//! device or per thread, so no per-handle state (a counter, a stream query) may stand for it.
+bool is_default_stream(cudaStream_t s) noexcept {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
 //! Records an event of `pool` on `s` as `w`'s marker (the strategy owns it: see retire).
 void arm_pooled_event(event_pool& pool, cudaStream_t s, wait_node& w) {
   const cudaEvent_t e = pool.acquire();
@@ -276,8 +282,7 @@ public:
     // The default streams name a different stream per thread (per-thread) or per device
     // (legacy): one counter keyed by the handle would be shared by several streams, and a
     // later ticket written by one could resolve an earlier wait of another. Events instead.
-    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread ||
-        now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
+    if (is_default_stream(s) || now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
       arm_pooled_event(m_events, s, w);
       return;
     }
@@ -415,7 +420,7 @@ private:
 class stream_poll_source final : public gpu_completion_source {
 public:
   void arm(cudaStream_t s, wait_node& w) override {
-    if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) {
+    if (is_default_stream(s)) {
       arm_pooled_event(m_events, s, w);
       return;
     }
