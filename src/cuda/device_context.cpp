@@ -2,6 +2,7 @@
 #include "cuawait/cuda/device_context.hpp"
 
 #include "cuawait/cuda/device.hpp"
+#include "cuawait/cuda/region.hpp"
 
 #include "cuawait/cuda/detail/lane_registry.hpp"
 
@@ -89,6 +90,7 @@ device_context::device_context(device_context_options options) : m_device(resolv
   m_reactor = std::make_unique<gpu_reactor>(s, std::move(r));
   m_pinned = std::make_unique<pinned_pool>(options.pinned);
   m_memory = std::make_unique<device_memory_pool>(device_memory_pool_options{m_device});
+  m_regions = std::make_unique<region_cache>(options.regions);
   context_registry& reg = registry();
   const std::lock_guard lock(reg.mutex);
   reg.live.push_back(this);
@@ -106,6 +108,7 @@ device_context::~device_context() {
   if (tl_context == this) {
     tl_context = nullptr;
   }
+  m_regions.reset(); // executable graphs: CUDA lets launched ones finish
   m_reactor.reset(); // cancels what is left, before the pools its waits may name go
   m_pinned.reset();
   m_memory.reset();

@@ -4,8 +4,8 @@
 //! @file
 //! `device_context`: everything cuawait keeps for one GPU — its completion reactor (the
 //! lanes GPU waits are queued on and the strategy that finds finished work), its pinned
-//! host memory pool and its device memory pool — owned by a `runtime` (one per device it
-//! serves) or by the user.
+//! host memory pool, its device memory pool and its cache of region graphs — owned by a
+//! `runtime` (one per device it serves) or by the user.
 //!
 //! GPU awaitables find the context of the thread they suspend on: a `runtime`'s pool
 //! workers and its `run` loop have the runtime's context; any thread can be given one with
@@ -23,12 +23,15 @@
 #include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
+#include "cuawait/detail/graph_cache_core.hpp"
 
 #include <memory>
 #include <optional>
 #include <stdexcept>
 
 namespace cuawait::cuda {
+
+class region_cache;
 
 //! How a `device_context` is created.
 struct device_context_options {
@@ -42,6 +45,8 @@ struct device_context_options {
   reactor_options reactor{};
   //! The pinned host memory pool's options.
   pinned_pool_options pinned{};
+  //! Bounds of the cache of region graphs (`regions()`, cuda/region.hpp).
+  ::cuawait::region_cache_options regions{};
 };
 
 //! Thrown when GPU work is awaited (or a default pool is asked for) on a thread that has
@@ -75,12 +80,15 @@ public:
   [[nodiscard]] pinned_pool& pinned() noexcept { return *m_pinned; }
   //! The pool `device_buffer` uses when given none.
   [[nodiscard]] device_memory_pool& memory() noexcept { return *m_memory; }
+  //! The graphs of `cached_region`s awaited on this device (cuda/region.hpp).
+  [[nodiscard]] region_cache& regions() noexcept { return *m_regions; }
 
 private:
   int m_device = 0;
   std::unique_ptr<gpu_reactor> m_reactor;
   std::unique_ptr<pinned_pool> m_pinned;
   std::unique_ptr<device_memory_pool> m_memory;
+  std::unique_ptr<region_cache> m_regions;
 };
 
 //! The context of the calling thread: its `context_scope`, else the one its runtime set,
