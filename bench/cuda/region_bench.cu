@@ -199,12 +199,13 @@ region_result run_region(const char* mode, const config& cfg, const job_math& m,
   cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(threads)});
   // Warm-up: one job per pipeline (the executables for C concurrent replays, the reactor's
   // lanes), outside the timed region.
-  std::atomic<long> next{0};
-  for (auto& p : ps) {
-    rt.spawn(region_worker(m, *p, next, 1 + static_cast<long>(&p - ps.data())));
+  std::vector<std::atomic<long>> warm(ps.size());
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    warm[i].store(static_cast<long>(i));
+    rt.spawn(region_worker(m, *ps[i], warm[i], static_cast<long>(i) + 1));
   }
   rt.join_spawned();
-  next.store(0);
+  std::atomic<long> next{0};
   const auto before = rt.context().regions().stats();
   const auto t0 = clk::now();
   for (auto& p : ps) {
