@@ -23,6 +23,7 @@
 #include "cuawait/cuda/pinned_buffer.hpp"
 #include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
+#include "cuawait/cuda/region.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/cuda/stream.hpp"
 #include "cuawait/cuda/stream_pool.hpp"
