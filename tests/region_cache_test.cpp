@@ -203,6 +203,8 @@ TEST(RegionCache, RefusedNodeUpdateFallsBackToInstantiationWithTheReason) {
             graph_cache_outcome::reinstantiated);
   EXPECT_EQ(launched.generation, 2) << "launched the new executable";
   EXPECT_EQ(c.stats().update_failures, 1u);
+  EXPECT_EQ(c.stats().hits, 1u);
+  EXPECT_EQ(c.stats().reinstantiations, 1u);
   EXPECT_EQ(c.last_reason(), "graph cache: key \"k\" re-instantiated: refused operation 2");
   c.backend().refuse = [](std::size_t) { return false; };
   EXPECT_EQ(replay(c, "k", job(3, 2, buffer_y), stream1, false, &launched).outcome,
@@ -272,7 +274,8 @@ TEST(RegionCache, FailedLaunchReleasesAndTheNextReplayInstantiatesAgain) {
                               [](fake_backend::exec&) { throw std::runtime_error("launch"); }),
                std::runtime_error);
   fake_backend::exec launched;
-  (void)replay(c, "k", job(2), stream1, false, &launched);
+  EXPECT_EQ(replay(c, "k", job(2), stream1, false, &launched).outcome,
+            graph_cache_outcome::replicated);
   EXPECT_EQ(launched.generation, 2) << "the failed executable's state was not trusted";
   EXPECT_EQ(c.executables("k"), 1u) << "the lease of the failed replay was released";
 }

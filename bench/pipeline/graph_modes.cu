@@ -3,6 +3,10 @@
 //   coro_graph          C coroutine pipelines on the runtime's pool; each captures its
 //                       job's four GPU operations into a graph once, then per job:
 //                       pre, co_await exec.launch(stream), post (one launch, one completion).
+//   coro_region         as coro_graph, written with the region cache: per job, pre,
+//                       co_await cached_region(stream, "w1", body), post; the body records
+//                       the four operations; the cache instantiates once per pipeline (one
+//                       executable per stream) and replays with unchanged parameters.
 //   coro_graph_batched  C coroutine pipelines each hold a slot of an arena_pair (pinned +
 //                       device at equal offsets); per job: pre, co_await batcher.submit(job),
 //                       post. A batch's copies of adjacent slots merge into one transfer, and
@@ -25,6 +29,7 @@
 #include <cuawait/cuda/batcher.hpp>
 #include <cuawait/cuda/capture.hpp>
 #include <cuawait/cuda/graph.hpp>
+#include <cuawait/cuda/region.hpp>
 #include <cuawait/runtime.hpp>
 #include <cuawait/task.hpp>
 
@@ -127,6 +132,93 @@ void coro_graph(mode_context& ctx, timed_region& timer) {
   }
   rt.join_spawned();
   timer.stop();
+}
+
+//! coro_region's job: H2D copy, kernels A and B, D2H copy, recorded into the region. A
+//! named type: a lambda kept across a co_await in a .cu coroutine draws -Wsubobject-linkage.
+struct w1_region {
+  const mode_context* ctx;
+  float* host;
+  float* dev;
+  void operator()(cu::region_stream rs) const {
+    const std::size_t n = ctx->work.n();
+    const int iters = ctx->work.w().iters;
+    const dim3 grid(static_cast<unsigned>(ctx->grid));
+    (void)rs.copy(dev, host, n);
+    (void)rs.launch(kernel_a_handle(), grid, dim3(kernel_block), dev, dev, n, iters);
+    (void)rs.launch(kernel_b_handle(), grid, dim3(kernel_block), dev, dev, n, iters);
+    (void)rs.copy(host, dev, n);
+  }
+};
+
+//! One coro_region pipeline: a stream and its buffers.
+struct region_pipeline {
+  cu::stream s;
+  float* host = nullptr;
+  float* dev = nullptr;
+  explicit region_pipeline(std::size_t bytes) {
+    CUAWAIT_CUDA_CHECK("pinned alloc", cudaMallocHost(&host, bytes));
+    CUAWAIT_CUDA_CHECK("device alloc", cudaMalloc(&dev, bytes));
+  }
+  ~region_pipeline() {
+    (void)cudaFreeHost(host);
+    (void)cudaFree(dev);
+  }
+  region_pipeline(const region_pipeline&) = delete;
+  region_pipeline& operator=(const region_pipeline&) = delete;
+};
+
+task<void> region_worker(const mode_context& ctx, region_pipeline& p,
+                         std::atomic<std::int64_t>& next, std::int64_t end) {
+  for (;;) {
+    const std::int64_t job = next.fetch_add(1, std::memory_order_relaxed);
+    if (job >= end) {
+      co_return;
+    }
+    ctx.work.pre(job, p.host);
+    (void)co_await cu::cached_region(p.s, "w1", w1_region{&ctx, p.host, p.dev});
+    ctx.work.post(job, p.host);
+  }
+}
+
+void coro_region(mode_context& ctx, timed_region& timer) {
+  const std::int64_t pipelines = ctx.pipelines();
+  const std::size_t bytes = static_cast<std::size_t>(ctx.work.w().bytes);
+  const double total = static_cast<double>(bytes) * static_cast<double>(pipelines);
+  require_memory("coro_region", total, total);
+  std::vector<std::unique_ptr<region_pipeline>> pipes;
+  for (std::int64_t i = 0; i < pipelines; ++i) {
+    pipes.push_back(std::make_unique<region_pipeline>(bytes));
+  }
+  runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
+  rt.context().regions().clear();
+  std::vector<cu::stream_ref> streams;
+  for (const auto& p : pipes) {
+    streams.push_back(p->s);
+  }
+  warm_reactor(rt, std::move(streams));
+  const trace_scope trace(rt, ctx);
+  std::atomic<std::int64_t> next{0};
+  std::vector<task<void>> tasks;
+  tasks.reserve(pipes.size());
+  for (auto& p : pipes) {
+    tasks.push_back(region_worker(ctx, *p, next, ctx.jobs));
+  }
+  timer.start();
+  for (task<void>& t : tasks) {
+    rt.spawn(std::move(t));
+  }
+  rt.join_spawned();
+  timer.stop();
+  const graph_cache_stats st = rt.context().regions().stats();
+  std::fprintf(stderr,
+               "coro_region: %llu misses, %llu replicas, %llu updated, %llu reused, %llu "
+               "re-instantiated\n",
+               static_cast<unsigned long long>(st.misses),
+               static_cast<unsigned long long>(st.replicas),
+               static_cast<unsigned long long>(st.updates),
+               static_cast<unsigned long long>(st.reused),
+               static_cast<unsigned long long>(st.reinstantiations));
 }
 
 //! One job of the batched modes: its id and its arena slot's buffers.
@@ -286,6 +378,13 @@ void register_graph_modes(std::vector<mode_entry>& modes) {
                     "C coroutine pipelines on the pool, each replaying its job as one captured "
                     "CUDA graph (one launch, one completion per job)"},
                    coro_graph,
+                   false,
+                   4096,
+                   pool_plus_reactor});
+  modes.push_back({{"coro_region", "cuawait",
+                    "as coro_graph through the region cache: co_await cached_region(...) per "
+                    "job, instantiated on first use per pipeline, replayed after"},
+                   coro_region,
                    false,
                    4096,
                    pool_plus_reactor});

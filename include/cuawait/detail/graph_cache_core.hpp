@@ -39,8 +39,9 @@ struct graph_cache_stats {
   std::uint64_t reinstantiations = 0; //!< hits whose update was refused
   std::uint64_t evictions = 0;        //!< entries dropped to respect the capacity
   std::size_t size = 0;               //!< entries held now
-  //! Region caches: hits that instantiated one more executable for a shape because every
-  //! cached one was in flight (concurrent replays of one shape).
+  //! Region caches: hits that instantiated one more executable for a shape, because every
+  //! cached one was in flight (concurrent replays of one shape) or because the one it took
+  //! had been dropped after a failure.
   std::uint64_t replicas = 0;
   //! Region caches: re-instantiations (counted in `reinstantiations`) caused by CUDA
   //! refusing a node update, as opposed to a shape change.

@@ -147,6 +147,7 @@ public:
       }
       e = add_entry(key, slot, std::make_shared<blueprint>(m_backend.build(ops)), false);
       if (key_known) {
+        ++m_stats.hits;
         note_reinstantiation(key, why);
         outcome = graph_cache_outcome::reinstantiated;
       } else {
@@ -196,7 +197,7 @@ public:
       if (outcome != graph_cache_outcome::updated) {
         return {outcome, std::move(held)};
       }
-      return {count_hit(fresh && e->replicas.size() > 1, sets != 0), std::move(held)};
+      return {count_hit(fresh, sets != 0), std::move(held)};
     } catch (...) {
       r.ex.reset(); // its parameters may be half updated: the next replay instantiates
       throw;
@@ -226,6 +227,7 @@ public:
     if (!e) {
       e = add_entry(key, slot, bp, true);
       if (key_known) {
+        ++m_stats.hits;
         note_reinstantiation(key, "the region made a call that must be captured (enqueue)");
         outcome = graph_cache_outcome::reinstantiated;
       } else {
@@ -260,7 +262,7 @@ public:
       if (outcome != graph_cache_outcome::updated) {
         return {outcome, std::move(held)};
       }
-      return {count_hit(fresh && e->replicas.size() > 1, true), std::move(held)};
+      return {count_hit(fresh, true), std::move(held)};
     } catch (...) {
       r.ex.reset();
       throw;
@@ -336,11 +338,11 @@ private:
     e->lru = m_lru.begin();
     while (m_lru.size() > m_options.capacity) {
       std::shared_ptr<entry> victim = m_lru.back();
-      key_slot& vs = m_keys[victim->key];
-      std::erase(vs.shapes, victim);
       drop(victim);
-      if (vs.shapes.empty() && !vs.captured && &vs != &slot) {
-        m_keys.erase(victim->key);
+      const auto vs = m_keys.find(victim->key); // every indexed entry's key has a slot
+      std::erase(vs->second.shapes, victim);
+      if (vs->second.shapes.empty() && !vs->second.captured && &vs->second != &slot) {
+        m_keys.erase(vs);
       }
     }
     return e;
@@ -415,7 +417,6 @@ private:
   }
 
   void note_reinstantiation(const std::string& key, const std::string& why) {
-    ++m_stats.hits;
     ++m_stats.reinstantiations;
     m_last_reason = "graph cache: key \"" + key + "\" re-instantiated: " + why;
   }
