@@ -24,6 +24,12 @@ using ::cuawait::detail::region_ops;
 dim3 to_dim3(const ::cuawait::detail::region_dim& d) { return dim3(d[0], d[1], d[2]); }
 ::cuawait::detail::region_dim from_dim3(dim3 d) { return {d.x, d.y, d.z}; }
 
+//! Scratch storage of the hot path, one per thread, reused from replay to replay: the
+//! argument pointers of one node, and a recording's vectors (a recorder takes them when it
+//! starts and gives them back when it dies, so recording allocates nothing once warm).
+thread_local std::vector<void*> tl_args;
+thread_local region_ops tl_spare_ops;
+
 cudaKernelNodeParams kernel_params(const region_ops& ops, const region_op& op,
                                    std::vector<void*>& args) {
   args.clear();
@@ -102,8 +108,7 @@ std::string region_backend::set(exec& e, const blueprint& b, std::size_t i,
   const char* api = "";
   switch (op.kind) {
   case region_op_kind::kernel: {
-    std::vector<void*> args;
-    const cudaKernelNodeParams p = kernel_params(ops, op, args);
+    const cudaKernelNodeParams p = kernel_params(ops, op, tl_args);
     r = cudaGraphExecKernelNodeSetParams(e.get(), b.nodes[i], &p);
     api = "cudaGraphExecKernelNodeSetParams";
     break;
@@ -135,9 +140,14 @@ std::string region_backend::update(exec& e, const blueprint& captured) {
 }
 
 region_recorder::region_recorder(stream_ref s, std::string key, std::source_location where)
-    : m_stream(s), m_key(std::move(key)), m_where(where) {}
+    : m_stream(s), m_key(std::move(key)), m_where(where), m_ops(std::move(tl_spare_ops)) {
+  m_ops.clear();
+}
 
-region_recorder::~region_recorder() { abandon(); }
+region_recorder::~region_recorder() {
+  abandon();
+  tl_spare_ops = std::move(m_ops);
+}
 
 void region_recorder::begin(region_cache& cache, bool must_capture) {
   m_core = &cache.core();
