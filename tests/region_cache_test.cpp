@@ -47,6 +47,16 @@ std::vector<std::uint64_t> values_of(const region_ops& ops) {
   return v;
 }
 
+//! A counter the cache's threads may bump at once (replicas update in parallel); movable so
+//! that the backend can be moved into the cache.
+struct counter {
+  std::atomic<int> v{0};
+  counter() = default;
+  counter(counter&& o) noexcept : v(o.v.load()) {}
+  int operator++() noexcept { return ++v; }
+  operator int() const noexcept { return v.load(); } // NOLINT: implicit on purpose
+};
+
 struct fake_backend {
   struct blueprint {
     region_ops ops;
@@ -58,10 +68,10 @@ struct fake_backend {
     std::vector<std::uint64_t> nodes; //!< each node's parameters
   };
 
-  int builds = 0;
-  int instantiations = 0;
-  int sets = 0;
-  int whole_updates = 0;
+  counter builds;
+  counter instantiations;
+  counter sets;
+  counter whole_updates;
   bool fail_instantiate = false;
   //! Operations whose update CUDA would refuse.
   std::function<bool(std::size_t)> refuse = [](std::size_t) { return false; };

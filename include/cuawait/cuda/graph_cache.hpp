@@ -7,6 +7,8 @@
 //! under a key (given, or the call site), updates its parameters in place
 //! (`cudaGraphExecUpdate`: kernel arguments, copy addresses and sizes), and launches it.
 //! When the shape changed, it instantiates again and keeps the reason.
+//! For a region inside a coroutine (`co_await`-able, updated node by node without capturing
+//! again, with executables for concurrent replays), see `cached_region` in region.hpp.
 //!
 //! @code
 //! cuda::graph_cache cache;
