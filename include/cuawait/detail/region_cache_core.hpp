@@ -129,75 +129,33 @@ public:
                 Launch&& launch) {
     std::unique_lock lock(m_mutex);
     key_slot& slot = m_keys[key];
-    const bool key_known = !slot.shapes.empty();
-    std::shared_ptr<entry> e;
-    for (const auto& s : slot.shapes) {
-      if (!s->is_captured && s->bp->ops.same_shape(ops)) {
-        e = s;
-        break;
-      }
-    }
-    graph_cache_outcome outcome = graph_cache_outcome::updated;
-    if (!e) {
-      std::string why;
-      if (key_known) {
-        const entry& mru = *slot.shapes.front();
-        why = mru.is_captured ? std::string("the region is recorded now, it was captured before")
-                              : describe_shape_change(mru.bp->ops, ops);
-      }
-      e = add_entry(key, slot, std::make_shared<blueprint>(m_backend.build(ops)), false);
-      if (key_known) {
-        ++m_stats.hits;
-        note_reinstantiation(key, why);
-        outcome = graph_cache_outcome::reinstantiated;
-      } else {
-        ++m_stats.misses;
-        outcome = graph_cache_outcome::instantiated;
-      }
-    } else {
-      ++m_stats.hits;
-      touch(slot, e);
-    }
+    const auto [e, outcome] = locate_locked(
+        key, slot, [&](const entry& x) { return !x.is_captured && x.bp->ops.same_shape(ops); },
+        [&] { return std::make_shared<blueprint>(m_backend.build(ops)); },
+        [&](const entry& mru) {
+          return mru.is_captured ? std::string("the region is recorded now, it was captured before")
+                                 : describe_shape_change(mru.bp->ops, ops);
+        },
+        false);
     replica& r = pick(*e, stream, tracked);
-    std::shared_ptr<const blueprint> template_bp = e->bp;
+    const std::shared_ptr<const blueprint> template_bp = e->bp;
     lease held(this, e, &r);
     lock.unlock();
 
     const std::lock_guard rlock(r.mutex);
     try {
-      const bool fresh = !r.ex.has_value();
-      if (fresh) {
-        r.ex.emplace(m_backend.instantiate(*template_bp));
-        r.bp = template_bp;
-        r.state = template_bp->ops;
-      }
-      std::string refused;
-      std::uint64_t sets = 0;
-      for (std::size_t i = 0; i < ops.size() && refused.empty(); ++i) {
-        if (!r.state.same_params(i, ops)) {
-          refused = m_backend.set(*r.ex, *r.bp, i, ops);
-          sets += refused.empty() ? 1 : 0;
-        }
-      }
-      if (!refused.empty()) {
-        auto bp = std::make_shared<blueprint>(m_backend.build(ops));
-        r.ex.emplace(m_backend.instantiate(*bp));
-        r.bp = std::move(bp);
-      }
-      r.state = ops;
+      const update_result u = update_recorded(r, template_bp, ops);
       launch(*r.ex);
       const std::lock_guard relock(m_mutex);
-      m_stats.node_updates += sets;
-      if (!refused.empty()) {
+      m_stats.node_updates += u.sets;
+      if (!u.refused.empty()) {
         e->bp = r.bp; // new replicas start from the latest parameters
         ++m_stats.update_failures;
-        note_reinstantiation(key, refused);
+        note_reinstantiation(key, u.refused);
         return {graph_cache_outcome::reinstantiated, std::move(held)};
       }
-      if (outcome != graph_cache_outcome::updated) {
-        return {outcome, std::move(held)};
-      }
-      return {count_hit(fresh, sets != 0), std::move(held)};
+      return {outcome != graph_cache_outcome::updated ? outcome : count_hit(u.fresh, u.sets != 0),
+              std::move(held)};
     } catch (...) {
       r.ex.reset(); // its parameters may be half updated: the next replay instantiates
       throw;
@@ -210,34 +168,17 @@ public:
   template <class Launch>
   result replay_captured(const std::string& key, blueprint captured, const void* stream,
                          bool tracked, Launch&& launch) {
-    auto bp = std::make_shared<blueprint>(std::move(captured));
+    auto bp = std::make_shared<const blueprint>(std::move(captured));
     std::unique_lock lock(m_mutex);
     ++m_stats.captures;
     key_slot& slot = m_keys[key];
     slot.captured = true;
-    const bool key_known = !slot.shapes.empty();
-    std::shared_ptr<entry> e;
-    for (const auto& s : slot.shapes) {
-      if (s->is_captured) {
-        e = s;
-        break;
-      }
-    }
-    graph_cache_outcome outcome = graph_cache_outcome::updated;
-    if (!e) {
-      e = add_entry(key, slot, bp, true);
-      if (key_known) {
-        ++m_stats.hits;
-        note_reinstantiation(key, "the region made a call that must be captured (enqueue)");
-        outcome = graph_cache_outcome::reinstantiated;
-      } else {
-        ++m_stats.misses;
-        outcome = graph_cache_outcome::instantiated;
-      }
-    } else {
-      ++m_stats.hits;
-      touch(slot, e);
-    }
+    const auto [e, outcome] = locate_locked(
+        key, slot, [](const entry& x) { return x.is_captured; }, [&] { return bp; },
+        [](const entry&) {
+          return std::string("the region made a call that must be captured (enqueue)");
+        },
+        true);
     replica& r = pick(*e, stream, tracked);
     lease held(this, e, &r);
     lock.unlock();
@@ -259,10 +200,8 @@ public:
         note_reinstantiation(key, refused);
         return {graph_cache_outcome::reinstantiated, std::move(held)};
       }
-      if (outcome != graph_cache_outcome::updated) {
-        return {outcome, std::move(held)};
-      }
-      return {count_hit(fresh, true), std::move(held)};
+      return {outcome != graph_cache_outcome::updated ? outcome : count_hit(fresh, true),
+              std::move(held)};
     } catch (...) {
       r.ex.reset();
       throw;
@@ -322,6 +261,70 @@ private:
     bool captured = false;
     std::vector<std::shared_ptr<entry>> shapes; // most recently used first
   };
+
+  //! The entry a lookup found (touched) or made, and the outcome so far: `updated` for a
+  //! hit (refined later), `instantiated` for a new key, `reinstantiated` for a new shape of
+  //! a known key (with the reason `why(most recent shape)`).
+  struct located {
+    std::shared_ptr<entry> e;
+    graph_cache_outcome outcome;
+  };
+
+  template <class Matches, class Make, class Why>
+  located locate_locked(const std::string& key, key_slot& slot, Matches&& matches, Make&& make,
+                        Why&& why, bool is_captured) {
+    for (const auto& s : slot.shapes) {
+      if (matches(*s)) {
+        ++m_stats.hits;
+        const std::shared_ptr<entry> e = s; // `touch` reorders slot.shapes
+        touch(slot, e);
+        return {e, graph_cache_outcome::updated};
+      }
+    }
+    if (slot.shapes.empty()) {
+      auto e = add_entry(key, slot, make(), is_captured);
+      ++m_stats.misses;
+      return {std::move(e), graph_cache_outcome::instantiated};
+    }
+    std::string reason = why(*slot.shapes.front());
+    auto e = add_entry(key, slot, make(), is_captured);
+    ++m_stats.hits;
+    note_reinstantiation(key, reason);
+    return {std::move(e), graph_cache_outcome::reinstantiated};
+  }
+
+  //! What bringing a replica up to date with a recording did.
+  struct update_result {
+    bool fresh = false;      //!< the replica had no executable: one was instantiated
+    std::uint64_t sets = 0;  //!< nodes set in place
+    std::string refused;     //!< why CUDA refused a node update (then: instantiated again)
+  };
+
+  //! Under the replica's lock: instantiates it when it has no executable, then sets the
+  //! nodes whose parameters differ from `ops`; a refused set builds and instantiates `ops`.
+  update_result update_recorded(replica& r, const std::shared_ptr<const blueprint>& template_bp,
+                                const region_ops& ops) {
+    update_result u;
+    u.fresh = !r.ex.has_value();
+    if (u.fresh) {
+      r.ex.emplace(m_backend.instantiate(*template_bp));
+      r.bp = template_bp;
+      r.state = template_bp->ops;
+    }
+    for (std::size_t i = 0; i < ops.size() && u.refused.empty(); ++i) {
+      if (!r.state.same_params(i, ops)) {
+        u.refused = m_backend.set(*r.ex, *r.bp, i, ops);
+        u.sets += u.refused.empty() ? 1 : 0;
+      }
+    }
+    if (!u.refused.empty()) {
+      auto bp = std::make_shared<const blueprint>(m_backend.build(ops));
+      r.ex.emplace(m_backend.instantiate(*bp));
+      r.bp = std::move(bp);
+    }
+    r.state = ops;
+    return u;
+  }
 
   std::shared_ptr<entry> add_entry(const std::string& key, key_slot& slot,
                                    std::shared_ptr<const blueprint> bp, bool is_captured) {
