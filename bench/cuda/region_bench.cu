@@ -196,7 +196,9 @@ struct region_result {
 
 region_result run_region(const char* mode, const config& cfg, const job_math& m, int threads) {
   pipelines ps = make_pipelines(cfg.in_flight, cfg.bytes);
-  cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(threads)});
+  cuawait::runtime_options ro{.threads = static_cast<std::size_t>(threads)};
+  ro.regions.replicas = static_cast<std::size_t>(std::max(cfg.in_flight, 1));
+  cuawait::runtime rt(ro);
   // Warm-up: one job per pipeline (the executables for C concurrent replays, the reactor's
   // lanes), outside the timed region.
   std::vector<std::atomic<long>> warm(ps.size());

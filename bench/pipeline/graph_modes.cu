@@ -190,8 +190,9 @@ void coro_region(mode_context& ctx, timed_region& timer) {
   for (std::int64_t i = 0; i < pipelines; ++i) {
     pipes.push_back(std::make_unique<region_pipeline>(bytes));
   }
-  runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
-  rt.context().regions().clear();
+  runtime_options ro{.threads = static_cast<std::size_t>(ctx.pool_threads)};
+  ro.regions.replicas = static_cast<std::size_t>(pipelines); // one executable per pipeline
+  runtime rt(ro);
   std::vector<cu::stream_ref> streams;
   for (const auto& p : pipes) {
     streams.push_back(p->s);

@@ -55,6 +55,8 @@ struct runtime_options {
   //! first design; kept for comparison and for pools that are never idle). The environment
   //! variable `CUAWAIT_REACTOR_THREAD` (1 or 0), when set, overrides it.
   bool reactor_thread = false;
+  //! Bounds of the context's cache of region graphs (`cuda::cached_region`).
+  region_cache_options regions{};
 };
 
 //! Owns a `cuda::device_context` (the device's completion reactor, pinned and device

@@ -68,8 +68,9 @@ struct region_cache_options {
   std::size_t shapes_per_key = 8;
   //! Executables per shape, for concurrent replays: a replay takes a cached executable that
   //! is not in flight, else instantiates one more, up to this many; beyond, replays share
-  //! one (CUDA then runs them one after the other). >= 1.
-  std::size_t replicas = 16;
+  //! one (CUDA then runs them one after the other): raise it to the number of replays of
+  //! one shape you keep in flight. >= 1.
+  std::size_t replicas = 64;
 };
 
 } // namespace cuawait
