@@ -304,18 +304,18 @@ TEST(RegionCache, CapturedRegionsUpdateAsAWholeAndMarkTheirKey) {
   core c(fake_backend{});
   auto launch = [](fake_backend::exec&) {};
   EXPECT_FALSE(c.captured("k"));
-  EXPECT_EQ(c.replay_captured("k", fake_backend::blueprint{{}, 100}, stream1, false, launch)
-                .outcome,
-            graph_cache_outcome::instantiated);
+  EXPECT_EQ(
+      c.replay_captured("k", fake_backend::blueprint{{}, 100}, stream1, false, launch).outcome,
+      graph_cache_outcome::instantiated);
   EXPECT_TRUE(c.captured("k"));
-  EXPECT_EQ(c.replay_captured("k", fake_backend::blueprint{{}, 101}, stream1, false, launch)
-                .outcome,
-            graph_cache_outcome::updated);
+  EXPECT_EQ(
+      c.replay_captured("k", fake_backend::blueprint{{}, 101}, stream1, false, launch).outcome,
+      graph_cache_outcome::updated);
   EXPECT_EQ(c.backend().whole_updates, 1);
   c.backend().refuse_whole = true;
-  EXPECT_EQ(c.replay_captured("k", fake_backend::blueprint{{}, 102}, stream1, false, launch)
-                .outcome,
-            graph_cache_outcome::reinstantiated);
+  EXPECT_EQ(
+      c.replay_captured("k", fake_backend::blueprint{{}, 102}, stream1, false, launch).outcome,
+      graph_cache_outcome::reinstantiated);
   EXPECT_EQ(c.last_reason(), "graph cache: key \"k\" re-instantiated: the topology changed");
   EXPECT_EQ(c.stats().captures, 3u);
 }

@@ -104,8 +104,8 @@ int check(const pipelines& ps, const job_math& m) {
     if (p->last < 0) {
       continue;
     }
-    CUAWAIT_CUDA_CHECK("bench check", cudaMemcpy(h.data(), p->x, h.size() * sizeof(float),
-                                                 cudaMemcpyDefault));
+    CUAWAIT_CUDA_CHECK("bench check",
+                       cudaMemcpy(h.data(), p->x, h.size() * sizeof(float), cudaMemcpyDefault));
     const float want = m.expected(p->last);
     wrong += std::any_of(h.begin(), h.end(), [&](float f) { return f != want; }) ? 1 : 0;
   }
@@ -309,8 +309,7 @@ bool parse(int argc, char** argv, config& cfg) {
       return false;
     }
   }
-  return cfg.jobs > 0 && cfg.kernels > 0 && cfg.bytes >= 4 && cfg.threads > 0 &&
-         cfg.in_flight > 0;
+  return cfg.jobs > 0 && cfg.kernels > 0 && cfg.bytes >= 4 && cfg.threads > 0 && cfg.in_flight > 0;
 }
 
 } // namespace
@@ -328,7 +327,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   const job_math m{&cfg};
-  const char* vary_name = cfg.what == vary::all ? "all" : cfg.what == vary::first ? "first" : "none";
+  const char* vary_name = cfg.what == vary::all     ? "all"
+                          : cfg.what == vary::first ? "first"
+                                                    : "none";
   std::printf("region bench: %ld jobs of %d kernels over %ld bytes, arguments varying: %s\n",
               cfg.jobs, cfg.kernels, cfg.bytes, vary_name);
   try {
@@ -348,8 +349,8 @@ int main(int argc, char** argv) {
     } else {
       std::printf("first use never repaid: a replay costs more than a direct submission\n");
     }
-    const double in_place = 100.0 * std::min(one.stats.in_place_fraction(),
-                                             pool.stats.in_place_fraction());
+    const double in_place =
+        100.0 * std::min(one.stats.in_place_fraction(), pool.stats.in_place_fraction());
     std::printf("summary: region/direct %.2fx (goal 5x), region_pool/threads_per_job %.2fx "
                 "(goal 2x), in place %.2f%% (goal 99%%), first use repaid after %.0f replays\n",
                 direct / one.us, tpj / pool.us, in_place, break_even);

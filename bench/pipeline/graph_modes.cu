@@ -212,14 +212,13 @@ void coro_region(mode_context& ctx, timed_region& timer) {
   rt.join_spawned();
   timer.stop();
   const graph_cache_stats st = rt.context().regions().stats();
-  std::fprintf(stderr,
-               "coro_region: %llu misses, %llu replicas, %llu updated, %llu reused, %llu "
-               "re-instantiated\n",
-               static_cast<unsigned long long>(st.misses),
-               static_cast<unsigned long long>(st.replicas),
-               static_cast<unsigned long long>(st.updates),
-               static_cast<unsigned long long>(st.reused),
-               static_cast<unsigned long long>(st.reinstantiations));
+  std::fprintf(
+      stderr,
+      "coro_region: %llu misses, %llu replicas, %llu updated, %llu reused, %llu "
+      "re-instantiated\n",
+      static_cast<unsigned long long>(st.misses), static_cast<unsigned long long>(st.replicas),
+      static_cast<unsigned long long>(st.updates), static_cast<unsigned long long>(st.reused),
+      static_cast<unsigned long long>(st.reinstantiations));
 }
 
 //! One job of the batched modes: its id and its arena slot's buffers.

@@ -101,8 +101,7 @@ region_backend::exec region_backend::instantiate(const blueprint& b) {
   return graph_exec::from_native_handle(e);
 }
 
-std::string region_backend::set(exec& e, const blueprint& b, std::size_t i,
-                                const region_ops& ops) {
+std::string region_backend::set(exec& e, const blueprint& b, std::size_t i, const region_ops& ops) {
   const region_op& op = ops[i];
   cudaError_t r = cudaSuccess;
   const char* api = "";
@@ -160,8 +159,8 @@ void region_recorder::kernel(const void* func, dim3 grid, dim3 block, std::size_
                              void** args, const std::uint32_t* sizes, std::uint32_t count,
                              std::source_location where) {
   if (m_capture) {
-    check(cudaLaunchKernel(func, grid, block, args, shared_bytes, m_stream.get()),
-          "kernel launch", "cudaLaunchKernel", where);
+    check(cudaLaunchKernel(func, grid, block, args, shared_bytes, m_stream.get()), "kernel launch",
+          "cudaLaunchKernel", where);
     return;
   }
   m_ops.add_kernel(func, from_dim3(grid), from_dim3(block), shared_bytes, args, sizes, count);
@@ -177,11 +176,9 @@ void region_recorder::copy(void* dst, const void* src, std::size_t bytes,
   m_ops.add_copy(dst, src, bytes);
 }
 
-void region_recorder::memset(void* dst, int value, std::size_t bytes,
-                             std::source_location where) {
+void region_recorder::memset(void* dst, int value, std::size_t bytes, std::source_location where) {
   if (m_capture) {
-    check(cudaMemsetAsync(dst, value, bytes, m_stream.get()), "memset", "cudaMemsetAsync",
-          where);
+    check(cudaMemsetAsync(dst, value, bytes, m_stream.get()), "memset", "cudaMemsetAsync", where);
     return;
   }
   m_ops.add_memset(dst, value, bytes);
@@ -203,8 +200,8 @@ void region_recorder::emit(const region_ops& ops, std::size_t i) {
           "cudaMemcpyAsync", m_where);
     break;
   case region_op_kind::memset:
-    check(cudaMemsetAsync(op.dst, op.value, op.bytes, m_stream.get()), "memset",
-          "cudaMemsetAsync", m_where);
+    check(cudaMemsetAsync(op.dst, op.value, op.bytes, m_stream.get()), "memset", "cudaMemsetAsync",
+          m_where);
     break;
   }
 }

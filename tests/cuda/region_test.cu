@@ -133,8 +133,8 @@ TEST(CachedRegion, ReplaysGiveTheResultsOfDirectSubmissionForEveryNodeKind) {
     const job_buffers& job = i % 2 == 0 ? first : second;
     job.poison();
     direct.poison();
-    outcomes.push_back(cuawait::sync_wait(cu::cached_region(
-        s, "kinds", [&](cu::region_stream rs) { job.enqueue(rs, ps[i]); })));
+    outcomes.push_back(cuawait::sync_wait(
+        cu::cached_region(s, "kinds", [&](cu::region_stream rs) { job.enqueue(rs, ps[i]); })));
     direct.enqueue(cu::stream_ref(s), ps[i]);
     s.sync();
     expect_same(job, direct);
@@ -167,16 +167,15 @@ TEST(CachedRegion, ACoroutineBodyMaySuspendOnCpuWorkAndChangeThreads) {
   std::thread::id after;
   for (int round = 0; round < 2; ++round) {
     job.poison();
-    (void)cuawait::sync_wait(
-        cu::cached_region(s, "hop", [&](cu::region_stream rs) -> task<void> {
-          (void)rs.memset(job.d_acc, p.fill, n);
-          (void)rs.copy(job.d_in, job.h_in, n);
-          co_await pool.schedule(); // CPU work elsewhere, mid-region
-          after = std::this_thread::get_id();
-          (void)rs.launch(accumulate, dim3(40), dim3(256), job.d_in, job.d_acc, n, p.a, p.b);
-          (void)rs.launch(add_scalar, dim3(40), dim3(256), job.d_acc, n, p.c);
-          (void)rs.copy(job.h_out, job.d_acc, n);
-        }));
+    (void)cuawait::sync_wait(cu::cached_region(s, "hop", [&](cu::region_stream rs) -> task<void> {
+      (void)rs.memset(job.d_acc, p.fill, n);
+      (void)rs.copy(job.d_in, job.h_in, n);
+      co_await pool.schedule(); // CPU work elsewhere, mid-region
+      after = std::this_thread::get_id();
+      (void)rs.launch(accumulate, dim3(40), dim3(256), job.d_in, job.d_acc, n, p.a, p.b);
+      (void)rs.launch(add_scalar, dim3(40), dim3(256), job.d_acc, n, p.c);
+      (void)rs.copy(job.h_out, job.d_acc, n);
+    }));
     EXPECT_NE(after, begin);
     direct.enqueue(cu::stream_ref(s), p);
     s.sync();
@@ -391,8 +390,8 @@ TEST(CachedRegion, ConcurrentReplaysOnARuntimeEachGetTheirOwnResults) {
       for (int r = 0; r < rounds; ++r) {
         const params p{static_cast<float>(i + 1), static_cast<float>(r), 0.25f, 0};
         job.poison();
-        (void)co_await cu::cached_region(
-            s, "shared", [&](cu::region_stream rs) { job.enqueue(rs, p); });
+        (void)co_await cu::cached_region(s, "shared",
+                                         [&](cu::region_stream rs) { job.enqueue(rs, p); });
         direct.enqueue(s, p);
         co_await s;
         for (int k = 0; k < n; k += 97) {

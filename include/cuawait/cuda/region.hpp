@@ -111,8 +111,8 @@ public:
                        std::source_location::current(), std::forward<Args>(args)...);
   }
 
-  //! Records a copy of `count` elements (direction from the addresses; use pinned host
-  //! memory: a graph copies pageable memory synchronously, if at all).
+  //! Records a 1-D copy of `count` elements (direction from the addresses; use pinned host
+  //! memory, as for any asynchronous copy). 2-D copies go through `enqueue`.
   template <class T>
   region_operation copy(T* dst, const T* src, std::size_t count,
                         std::source_location where = std::source_location::current()) const {
@@ -175,8 +175,7 @@ namespace concepts {
 //! A body of a cached region: called with a `region_stream` (recorded) or a `stream_ref`
 //! (captured), returning void or `task<void>`.
 template <class F>
-concept region_body =
-    std::invocable<F&, region_stream> || std::invocable<F&, stream_ref>;
+concept region_body = std::invocable<F&, region_stream> || std::invocable<F&, stream_ref>;
 } // namespace concepts
 
 namespace detail {
@@ -215,8 +214,8 @@ public:
   //! @throws cuda_error as `cached_region` does
   template <class F>
   requires concepts::region_body<F> && std::is_void_v<detail::region_body_result_t<F>>
-  graph_cache_outcome launch(stream_ref s, const graph_key& key, F&& body,
-                             std::source_location where = std::source_location::current()) {
+      graph_cache_outcome launch(stream_ref s, const graph_key& key, F&& body,
+                                 std::source_location where = std::source_location::current()) {
     detail::region_recorder rec(s, key.str(), where);
     rec.begin(*this, !detail::region_recorded_v<F>);
     try {

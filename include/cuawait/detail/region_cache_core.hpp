@@ -243,12 +243,12 @@ public:
 
 private:
   struct replica {
-    std::mutex mutex;                     // held while updating and launching
-    std::optional<exec> ex;               // empty until first used (or after a failure)
-    std::shared_ptr<const blueprint> bp;  // what `ex` was made from (its nodes)
-    region_ops state;                     // the parameters `ex` holds (recorded replays)
-    std::size_t in_flight = 0;            // leases held (guarded by the cache's mutex)
-    const void* stream = nullptr;         // where it was last launched (same)
+    std::mutex mutex;                    // held while updating and launching
+    std::optional<exec> ex;              // empty until first used (or after a failure)
+    std::shared_ptr<const blueprint> bp; // what `ex` was made from (its nodes)
+    region_ops state;                    // the parameters `ex` holds (recorded replays)
+    std::size_t in_flight = 0;           // leases held (guarded by the cache's mutex)
+    const void* stream = nullptr;        // where it was last launched (same)
   };
   struct entry {
     std::string key;
@@ -295,9 +295,9 @@ private:
 
   //! What bringing a replica up to date with a recording did.
   struct update_result {
-    bool fresh = false;      //!< the replica had no executable: one was instantiated
-    std::uint64_t sets = 0;  //!< nodes set in place
-    std::string refused;     //!< why CUDA refused a node update (then: instantiated again)
+    bool fresh = false;     //!< the replica had no executable: one was instantiated
+    std::uint64_t sets = 0; //!< nodes set in place
+    std::string refused;    //!< why CUDA refused a node update (then: instantiated again)
   };
 
   //! Under the replica's lock: instantiates it when it has no executable, then sets the

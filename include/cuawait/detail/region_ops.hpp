@@ -38,16 +38,16 @@ using region_dim = std::array<std::uint32_t, 3>;
 //! One recorded operation. Fields not used by its kind stay zero.
 struct region_op {
   region_op_kind kind = region_op_kind::kernel;
-  const void* func = nullptr;       //!< kernel: the kernel (its host stub)
-  region_dim grid{1, 1, 1};         //!< kernel
-  region_dim block{1, 1, 1};        //!< kernel
-  std::size_t shared_bytes = 0;     //!< kernel: dynamic shared memory
-  void* dst = nullptr;              //!< copy, memset
-  const void* src = nullptr;        //!< copy
-  std::size_t bytes = 0;            //!< copy, memset
-  int value = 0;                    //!< memset: the byte value
-  std::uint32_t first_arg = 0;      //!< kernel: index of its first argument
-  std::uint32_t arg_count = 0;      //!< kernel: number of arguments
+  const void* func = nullptr;   //!< kernel: the kernel (its host stub)
+  region_dim grid{1, 1, 1};     //!< kernel
+  region_dim block{1, 1, 1};    //!< kernel
+  std::size_t shared_bytes = 0; //!< kernel: dynamic shared memory
+  void* dst = nullptr;          //!< copy, memset
+  const void* src = nullptr;    //!< copy
+  std::size_t bytes = 0;        //!< copy, memset
+  int value = 0;                //!< memset: the byte value
+  std::uint32_t first_arg = 0;  //!< kernel: index of its first argument
+  std::uint32_t arg_count = 0;  //!< kernel: number of arguments
 };
 
 //! A region's recording: operations in stream order, and the kernel arguments' bytes.
