@@ -26,14 +26,6 @@ public:
   //! never resumes `h` inside the call unless the executor is documented as inline.
   virtual void post(std::coroutine_handle<> h, priority p) noexcept = 0;
 
-  //! As `post`, preferring the worker `home` of this executor (the one the coroutine
-  //! suspended on, `current_worker()` then): a pool keeps a job on one core when that
-  //! worker is idle. A hint only; the default ignores it.
-  virtual void post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept {
-    (void)home;
-    post(h, p);
-  }
-
 protected:
   ~executor() = default;
 };
@@ -42,7 +34,6 @@ namespace detail {
 struct execution_context {
   executor* current = nullptr;
   priority current_priority = priority::normal;
-  std::uint32_t worker = ~std::uint32_t{0}; //!< the executor's worker index, if it has workers
 };
 constinit inline thread_local execution_context tl_execution{};
 } // namespace detail
@@ -51,12 +42,6 @@ constinit inline thread_local execution_context tl_execution{};
 [[nodiscard]] inline executor* current_executor() noexcept { return detail::tl_execution.current; }
 
 //! The priority the calling code was scheduled with.
-//! The index of the current executor's worker running the caller (a pool's worker), or
-//! `~0u` when the executor has no such notion. A hint for `executor::post_near`.
-[[nodiscard]] inline std::uint32_t current_worker() noexcept {
-  return detail::tl_execution.worker;
-}
-
 [[nodiscard]] inline priority current_priority() noexcept {
   return detail::tl_execution.current_priority;
 }
@@ -67,11 +52,6 @@ class executor_scope {
 public:
   executor_scope(executor* ex, priority p) noexcept : m_saved(detail::tl_execution) {
     detail::tl_execution = {ex, p};
-  }
-  //! As above, on worker `worker` of `ex` (see `current_worker()`).
-  executor_scope(executor* ex, priority p, std::uint32_t worker) noexcept
-      : m_saved(detail::tl_execution) {
-    detail::tl_execution = {ex, p, worker};
   }
   executor_scope(const executor_scope&) = delete;
   executor_scope& operator=(const executor_scope&) = delete;

@@ -97,12 +97,6 @@ public:
   //! except after `shutdown()` from a non-worker thread (then it runs here, at once).
   void post(std::coroutine_handle<> h, priority p) noexcept override;
 
-  //! As `post`, on worker `home`'s queue when `home` is this pool's worker and is spinning
-  //! idle (it resumes the coroutine on the core it suspended on, as a thread blocked in
-  //! `cudaStreamSynchronize` would); otherwise as `post`. Called from a worker of this pool
-  //! (the reactor's idle poll); from elsewhere it is `post`.
-  void post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept override;
-
   //! Awaiter returned by `schedule()`.
   class schedule_awaiter {
   public:

@@ -258,7 +258,7 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
     // or finds the node handed over; after post the node may be gone.
     w.state = node_state::resolved;
     executor* ex = w.exec;
-    ex->post_near(w.handle, w.prio, w.home);
+    ex->post(w.handle, w.prio);
     return;
   }
   w.state = node_state::ready_inline;

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -26,9 +25,6 @@ struct alignas(64) locked_queue {
   std::mutex mutex;
   detail::priority_rings rings;
   std::atomic<unsigned> mask{0};
-  //! The owner spins idle and takes what lands here at once: other workers leave it alone.
-  //! Written by the owner only.
-  std::atomic<bool> owner_spinning{false};
 
   void push(std::coroutine_handle<> h, priority p) {
     const std::lock_guard lock(mutex);
@@ -103,10 +99,7 @@ constexpr unsigned injection_fairness_period = 61;
 
 struct thread_pool::impl {
   impl(thread_pool& owner, std::size_t n)
-      : owner(owner), queues(n), meters(std::make_unique<worker_meter[]>(n)) {
-    const char* v = std::getenv("CUAWAIT_RESUME_HOME");
-    resume_home = v == nullptr || *v != '0';
-  }
+      : owner(owner), queues(n), meters(std::make_unique<worker_meter[]>(n)) {}
 
   thread_pool& owner;
   std::function<void(std::size_t)> on_start; //!< run first on each worker (may be empty)
@@ -133,9 +126,6 @@ struct thread_pool::impl {
   std::atomic<std::size_t> spinners{0};
   std::atomic<bool> poller_taken{false};
   std::atomic<std::uint64_t> kicks{0};
-  //! Resume a finished wait on the worker it suspended on when that worker spins idle
-  //! (`post_near`). On by default; CUAWAIT_RESUME_HOME=0 turns it off (for comparison).
-  bool resume_home = true;
 
   std::mutex shutdown_mutex;
   std::vector<std::thread> threads;
@@ -186,8 +176,6 @@ struct thread_pool::impl {
     bool found = false;
     if (src != nullptr && src->idle_pending()) {
       if (spinners.fetch_add(1) < src->idle_spinners_wanted()) {
-        locked_queue& own = queues[tl_worker.index];
-        own.owner_spinning.store(true);
         for (unsigned round = 1; !found; ++round) {
           if (any_work_visible() || stopping.load() || source.load() != src) {
             found = true;
@@ -201,7 +189,6 @@ struct thread_pool::impl {
             detail::cpu_relax();
           }
         }
-        own.owner_spinning.store(false);
       } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
     }
@@ -251,17 +238,12 @@ struct thread_pool::impl {
     notify_work();
   }
 
-  //! Work the calling worker may take: the injection queue, its own queue, and the other
-  //! queues except those whose owner spins idle (it takes their work itself). Read by
-  //! workers only.
   [[nodiscard]] bool any_work_visible() const noexcept {
     if (injection.mask.load() != 0) {
       return true;
     }
-    const locked_queue* const own = &queues[tl_worker.index];
-    return std::any_of(queues.begin(), queues.end(), [own](const locked_queue& q) {
-      return q.mask.load() != 0 && (&q == own || !q.owner_spinning.load());
-    });
+    return std::any_of(queues.begin(), queues.end(),
+                       [](const locked_queue& q) { return q.mask.load() != 0; });
   }
 
   //! Own queue or injection queue, whichever holds the higher priority; then stealing.
@@ -281,8 +263,7 @@ struct thread_pool::impl {
     }
     const std::size_t n = queues.size();
     for (std::size_t k = 1; k < n; ++k) {
-      locked_queue& q = queues[(self + k) % n];
-      if (!q.owner_spinning.load() && q.try_pop(h, p, left)) {
+      if (queues[(self + k) % n].try_pop(h, p, left)) {
         return true;
       }
     }
@@ -340,7 +321,7 @@ struct thread_pool::impl {
         meter.turn(true);
         worker_meter::add(meter.resumed, 1);
         worker_meter::add(meter.queued_seen, left);
-        const executor_scope scope(&owner, p, static_cast<std::uint32_t>(self));
+        const executor_scope scope(&owner, p);
         detail::resume(h);
       } else {
         meter.turn(false);
@@ -402,26 +383,6 @@ bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
   // the wake-up. Nothing of the pool is touched after the unlock.
   s.notify_work();
   return true;
-}
-
-void thread_pool::post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept {
-  impl& s = *m_impl;
-  if (tl_worker.pool == &s && s.resume_home && home < s.queues.size() && home != tl_worker.index) {
-    locked_queue& q = s.queues[home];
-    if (q.owner_spinning.load()) {
-      // A worker of this pool, so the pool outlives this call. `home` spins and sees its
-      // queue: no wake-up. Unless it stopped spinning meanwhile: it clears the flag, then
-      // reads its queue; this pushes, then reads the flag (all seq_cst), so either it sees
-      // the work or this sees the flag down and wakes a sleeper (the work is no longer
-      // reserved: anyone may take it).
-      q.push(h, p);
-      if (!q.owner_spinning.load()) {
-        s.notify_work();
-      }
-      return;
-    }
-  }
-  post(h, p);
 }
 
 void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {

@@ -60,7 +60,6 @@ struct wait_node {
   std::coroutine_handle<> handle;  //!< the coroutine to resume
   executor* exec = nullptr;        //!< where to resume it; nullptr: on the reactor's thread
   priority prio = priority::normal;
-  std::uint32_t home = ~std::uint32_t{0}; //!< the worker of `exec` it suspended on (a hint)
   //! Set by an awaiter that a stop request can end: the flag of the arrival handshake
   //! between its `await_suspend` and whoever ends the wait (see reactor_wait.hpp). The
   //! second to set it resumes the coroutine. nullptr: no handshake, the reactor resumes the

@@ -87,7 +87,6 @@ public:
     m_node.handle = h;
     m_node.exec = current_executor();
     m_node.prio = current_priority();
-    m_node.home = current_worker();
     m_reactor = &r;
     const bool cancellable = token.stop_possible();
     if (cancellable) {
