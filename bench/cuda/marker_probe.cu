@@ -9,6 +9,7 @@
 // `s.copy(...)`, `s.launch(...)`, `co_await s`, the same split measured inside the coroutine.
 //
 //   cuawait-marker-probe [--threads 1,4,16] [--iters 4000] [--bytes 65536] [--pool 16]
+//                        [--only-cuawait 1]
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -64,7 +65,8 @@ enum class way {
   timeline_no_barrier_spin,
   kernel_write_spin,
   none_enqueue_only,
-  cuawait_pool
+  cuawait_pool,
+  cuawait_driving
 };
 const char* name(way w) {
   switch (w) {
@@ -84,6 +86,8 @@ const char* name(way w) {
     return "enqueue only, one sync at the end";
   case way::cuawait_pool:
     return "cuawait: co_await s on the pool";
+  case way::cuawait_driving:
+    return "cuawait: co_await s, one driving thread";
   }
   return "?";
 }
@@ -112,9 +116,11 @@ double us_between(probe_clock::time_point a, probe_clock::time_point b) {
 }
 
 //! One cuawait pipeline: `iters` rounds on its own stream, on the runtime's pool.
-cuawait::task<void> cuawait_rounds(cuawait::thread_pool& pool, per_thread& p, int iters,
+cuawait::task<void> cuawait_rounds(cuawait::thread_pool* pool, per_thread& p, int iters,
                                    std::size_t bytes) {
-  co_await pool.schedule();
+  if (pool != nullptr) {
+    co_await pool->schedule();
+  }
   const cuawait::cuda::stream_ref s(p.s);
   for (int i = 1; i <= iters; ++i) {
     const auto t0 = probe_clock::now();
@@ -199,6 +205,7 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
         break;
       case way::none_enqueue_only:
       case way::cuawait_pool:
+      case way::cuawait_driving:
         break;
       }
       const auto t2 = probe_clock::now();
@@ -208,11 +215,12 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     check(cudaStreamSynchronize(p.s), "final sync");
   };
   double us = 0;
-  if (w == way::cuawait_pool) {
+  if (w == way::cuawait_pool || w == way::cuawait_driving) {
     cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(pool)});
     std::vector<cuawait::task<void>> ts;
     for (auto& p : pt) {
-      ts.push_back(cuawait_rounds(rt.pool(), p, iters, bytes));
+      ts.push_back(
+          cuawait_rounds(w == way::cuawait_pool ? &rt.pool() : nullptr, p, iters, bytes));
     }
     const auto t0 = probe_clock::now();
     rt.run(all_of(std::move(ts)));
@@ -258,6 +266,7 @@ int main(int argc, char** argv) {
   int iters = 4000;
   std::size_t bytes = 65536;
   int pool = 16;
+  bool only_cuawait = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--threads") == 0) {
       thread_counts.clear();
@@ -268,6 +277,8 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--only-cuawait") == 0) {
+      only_cuawait = std::atoi(argv[i + 1]) != 0;
     } else if (std::strcmp(argv[i], "--pool") == 0) {
       pool = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--bytes") == 0) {
@@ -287,7 +298,10 @@ int main(int argc, char** argv) {
               "us/round/thread", "enqueue us", "wait us");
   for (const way w : {way::none_enqueue_only, way::sync, way::event_spin, way::stream_query_spin,
                       way::timeline_spin, way::timeline_no_barrier_spin, way::kernel_write_spin,
-                      way::cuawait_pool}) {
+                      way::cuawait_pool, way::cuawait_driving}) {
+    if (only_cuawait && w != way::cuawait_pool && w != way::cuawait_driving) {
+      continue;
+    }
     for (const int t : thread_counts) {
       (void)run(w, t, iters / 10, bytes, wv, pool); // warm-up
       const result r = run(w, t, iters, bytes, wv, pool);
