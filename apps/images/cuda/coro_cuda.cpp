@@ -178,27 +178,32 @@ task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_s
 
 // The GPU part of a JPEG decoded by nvJPEG, straight into the stream's device buffer;
 // the EXIF orientation is applied by the gray conversion. False when nvJPEG refused the
-// file: nothing was enqueued that the caller must wait for, and it decodes on the CPU.
-// `file` stays alive in the caller's frame until the work completed.
+// file: the caller then decodes it on the CPU. `file` stays alive in the caller's frame
+// until this returns.
 task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
                            const gpu::jpeg_plan& plan, host_buffers& host) {
   cuda::stream_lease s = co_await ctx.streams.acquire();
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(plan.stored.pixel_count(), s);
+  bool decoded = false;
   try {
     slot.marks.mark(0, s);
-    if (!ctx.decoder->decode(*slot.jpeg, file, plan, slot.raw.data(), s.get())) {
-      co_return false;
+    decoded = ctx.decoder->decode(*slot.jpeg, file, plan, slot.raw.data(), s.get());
+    if (decoded) {
+      enqueue_stages(s, slot, host, plan.stored, plan.orientation);
     }
-    enqueue_stages(s, slot, host, plan.stored, plan.orientation);
   } catch (...) {
     // The decode may be reading `file` and copies may be writing the host buffers.
     (void)cudaStreamSynchronize(s.get());
     throw;
   }
+  // Awaited even when refused: whatever nvJPEG left on the stream before it gave up must be
+  // done before `file` may go.
   co_await s;
-  record_spans(ctx, s.index(), i, "nvjpeg");
-  co_return true;
+  if (decoded) {
+    record_spans(ctx, s.index(), i, "nvjpeg");
+  }
+  co_return decoded;
 }
 
 // Reads job `i`'s file and plans its GPU decode; nullopt when the CPU decodes it (a
