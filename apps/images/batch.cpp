@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <exception>
-#include <stdexcept>
 #include <latch>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace cuawait::images {

@@ -33,7 +33,7 @@ struct batch_config {
   decode_limits limits;
   edge_format format = edge_format::png; //!< of the edge images
   int jpeg_quality = 90;                 //!< of JPEG edge images, 1-100
-  bool gpu_decode = false; //!< coro mode on the GPU: decode JPEG files with nvJPEG
+  bool gpu_decode = false;               //!< coro mode on the GPU: decode JPEG files with nvJPEG
 };
 
 //! What became of one job.

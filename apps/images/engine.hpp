@@ -26,8 +26,8 @@ public:
 
   //! A buffer of at least `shape.bytes()` bytes where the decoder writes the next image's
   //! 8-bit pixels (pinned host memory for the CUDA engine, so the upload needs no staging
-  //! copy, and 1 or 3 bytes a pixel cross the bus instead of a 4-byte float). Valid until the next call of `input` or
-  //! `process`.
+  //! copy, and 1 or 3 bytes a pixel cross the bus instead of a 4-byte float). Valid until the next
+  //! call of `input` or `process`.
   //! @throws std::bad_alloc, cuda_error
   [[nodiscard]] virtual std::span<std::uint8_t> input(const image_shape& shape) = 0;
 

@@ -202,8 +202,7 @@ image_shape decode_jpeg_into(std::span<const std::uint8_t> bytes, const decode_l
   const image_shape stored{static_cast<int>(cinfo.output_width),
                            static_cast<int>(cinfo.output_height), cinfo.output_components};
   if (stored.channels != 1 && stored.channels != 3) {
-    throw image_error("unsupported JPEG layout: " + std::to_string(stored.channels) +
-                      " channels");
+    throw image_error("unsupported JPEG layout: " + std::to_string(stored.channels) + " channels");
   }
   const std::size_t stride = static_cast<std::size_t>(stored.width) * stored.channels;
   if (orientation < 2 || orientation > 8) {
@@ -217,7 +216,8 @@ image_shape decode_jpeg_into(std::span<const std::uint8_t> bytes, const decode_l
     }
     return stored;
   }
-  image8 raw{stored.width, stored.height, stored.channels, std::vector<std::uint8_t>(stored.bytes())};
+  image8 raw{stored.width, stored.height, stored.channels,
+             std::vector<std::uint8_t>(stored.bytes())};
   if (!read_rows(cinfo, st, raw.pixels.data(), stride)) {
     fail(st);
   }

@@ -177,9 +177,10 @@ std::optional<bool> choose_gpu_decode(const options& o, gpu_backend* gpu) {
   if (o.decode != "gpu" || possible) {
     return o.decode != "cpu" && possible;
   }
-  const char* why = gpu == nullptr      ? "the run is on the CPU backend"
-                    : o.mode != "coro" ? "only the coro mode decodes on the GPU"
-                                       : "this build has no nvJPEG (it was not found at build time)";
+  const char* why = gpu == nullptr ? "the run is on the CPU backend"
+                    : o.mode != "coro"
+                        ? "only the coro mode decodes on the GPU"
+                        : "this build has no nvJPEG (it was not found at build time)";
   std::fprintf(stderr, "cuawait-images: --decode=gpu: %s\n", why);
   return std::nullopt;
 }
@@ -208,9 +209,8 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
   std::printf("  timed: each image's decode+preprocess -> %s -> postprocess%s, from the "
               "first image's start to the last one's end\n",
               cuda ? "upload -> GPU gray, blur, Sobel+HOG -> download"
-              : b.concurrency_note() == ceiling_note
-                  ? "no stages (ceiling: a stand-in edge image)"
-                  : "gray, blur, Sobel+HOG (CPU)",
+              : b.concurrency_note() == ceiling_note ? "no stages (ceiling: a stand-in edge image)"
+                                                     : "gray, blur, Sobel+HOG (CPU)",
               b.config().write ? " (PNG encoding and writing included)" : " (no writing)");
   std::string before;
   auto add = [&](const std::string& what, double us, const char* after = "") {

@@ -42,9 +42,13 @@ const char* colour_of(const char* name) {
 }
 
 // Stages in pipeline order, for the legend.
-constexpr const char* stage_order[] = {
-    "read", "decode+preprocess", "decode", "preprocess", "cpu stages", "stand-in",    "H2D",
-    "nvjpeg", "gray",           "blur",   "sobel+hog",  "D2H",        "postprocess"};
+constexpr const char* stage_order[] = {"read",       "decode+preprocess",
+                                       "decode",     "preprocess",
+                                       "cpu stages", "stand-in",
+                                       "H2D",        "nvjpeg",
+                                       "gray",       "blur",
+                                       "sobel+hog",  "D2H",
+                                       "postprocess"};
 
 bool is_gpu_stage(const char* name) {
   for (const char* n : {"H2D", "nvjpeg", "gray", "blur", "sobel+hog", "D2H"}) {

@@ -23,10 +23,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
-#include <cstring>
 #include <vector>
 
 namespace cuawait::images {
@@ -230,10 +230,10 @@ task<void> run_image(gpu_context& ctx, int i) {
   host_buffers host;
   image_shape shape;
   if (plan) {
-    const image_shape shown = plan->orientation >= 5 && plan->orientation <= 8
-                                  ? image_shape{plan->stored.height, plan->stored.width,
-                                                plan->stored.channels}
-                                  : plan->stored;
+    const image_shape shown =
+        plan->orientation >= 5 && plan->orientation <= 8
+            ? image_shape{plan->stored.height, plan->stored.width, plan->stored.channels}
+            : plan->stored;
     host.make_outputs(shown.pixel_count());
     if (co_await run_gpu_decoded(ctx, i, file, *plan, host)) {
       ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
@@ -372,9 +372,8 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
   b.set_concurrency_note(note + "; " + decode_note);
   rt.run(run_all(ctx, pixels, in_flight));
   if (decoder != nullptr) {
-    b.set_concurrency_note(note + "; JPEG decode on the GPU (nvJPEG " +
-                           decoder->backend_name() + " backend): " +
-                           std::to_string(ctx.gpu_decoded.load()) + " images, " +
+    b.set_concurrency_note(note + "; JPEG decode on the GPU (nvJPEG " + decoder->backend_name() +
+                           " backend): " + std::to_string(ctx.gpu_decoded.load()) + " images, " +
                            std::to_string(ctx.cpu_fallbacks.load()) +
                            " JPEGs decoded on the CPU instead (refused by nvJPEG)");
   }

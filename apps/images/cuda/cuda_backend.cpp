@@ -42,9 +42,9 @@ public:
     // The 8-bit pixels go up (1 or 3 bytes a pixel instead of a 4-byte float) and become
     // gray floats on the GPU, in the same step.
     step(image, "H2D", [&] {
-      CUAWAIT_CUDA_CHECK("copy H2D", cudaMemcpyAsync(m_raw.as<std::uint8_t>(),
-                                                     m_host_in.as<std::uint8_t>(), shape.bytes(),
-                                                     cudaMemcpyHostToDevice, s));
+      CUAWAIT_CUDA_CHECK("copy H2D",
+                         cudaMemcpyAsync(m_raw.as<std::uint8_t>(), m_host_in.as<std::uint8_t>(),
+                                         shape.bytes(), cudaMemcpyHostToDevice, s));
       launch_gray(m_raw.as<std::uint8_t>(), w, h, shape.channels, 1, m_in.as<float>(), s);
     });
     step(image, "blur",
@@ -108,7 +108,8 @@ private:
   gpu_timeline m_timeline;
   int m_lane;
   event_pair m_events;
-  raw_buffer m_raw{false}, m_in{false}, m_tmp{false}, m_blurred{false}, m_edges{false}, m_hist{false};
+  raw_buffer m_raw{false}, m_in{false}, m_tmp{false}, m_blurred{false}, m_edges{false},
+      m_hist{false};
   raw_buffer m_host_in{true}, m_host_edges{true}, m_host_hist{true};
 };
 

@@ -169,7 +169,8 @@ bool jpeg_decoder::decode(jpeg_state& state, std::span<const std::uint8_t> file,
   nvjpegImage_t image{};
   using pitch_t = std::remove_reference_t<decltype(image.pitch[0])>;
   image.channel[0] = out;
-  image.pitch[0] = static_cast<pitch_t>(plan.stored.width) * static_cast<pitch_t>(plan.stored.channels);
+  image.pitch[0] =
+      static_cast<pitch_t>(plan.stored.width) * static_cast<pitch_t>(plan.stored.channels);
   if (nvjpegDecodeBatched(h, state.state, &data, &length, &image, s) != NVJPEG_STATUS_SUCCESS) {
     (void)cudaGetLastError();
     return false;

@@ -25,7 +25,7 @@ namespace cuawait::images::gpu {
 
 //! What the CPU learns of a JPEG file, from its header alone, before nvJPEG decodes it.
 struct jpeg_plan {
-  image_shape stored; //!< size and channels (1 gray, 3 colour) as stored
+  image_shape stored;  //!< size and channels (1 gray, 3 colour) as stored
   int orientation = 1; //!< EXIF orientation, applied by the gray conversion on the GPU
 };
 

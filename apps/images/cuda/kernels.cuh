@@ -34,10 +34,10 @@ void launch_blur(const float* in, float* tmp, float* out, int w, int h, cudaStre
 void launch_sobel_hog(const float* blurred, int w, int h, std::uint8_t* edges, double* hist,
                       cudaStream_t s);
 
-//! Enqueues on `s` one upload (of one byte into `raw`), each kernel (on a 1 x 1 image at the start of the given
-//! buffers) and one download: the first use of every kernel loads its module (CUDA's lazy
-//! loading) and the first copies set up their paths, costs that belong to setup, not to
-//! the first timed image. @throws cuawait::cuda::cuda_error
+//! Enqueues on `s` one upload (of one byte into `raw`), each kernel (on a 1 x 1 image at the start
+//! of the given buffers) and one download: the first use of every kernel loads its module (CUDA's
+//! lazy loading) and the first copies set up their paths, costs that belong to setup, not to the
+//! first timed image. @throws cuawait::cuda::cuda_error
 void warm_up_gpu(cudaStream_t s, const std::uint8_t* host_in, std::uint8_t* raw, float* in,
                  float* tmp, float* blurred, std::uint8_t* edges, double* hist,
                  std::uint8_t* host_edges);

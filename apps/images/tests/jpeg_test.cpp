@@ -267,8 +267,8 @@ TEST(Exif, OrientationIsFoundInTheFileWithoutDecodingIt) {
     }
   }
   // Only the first Exif block counts, as in the decoder.
-  EXPECT_EQ(ci::jpeg_orientation(with_app1(with_app1(jpeg, orientation_payload(3)),
-                                           orientation_payload(6))),
+  EXPECT_EQ(ci::jpeg_orientation(
+                with_app1(with_app1(jpeg, orientation_payload(3)), orientation_payload(6))),
             6);
   // Not Exif, broken or cut short anywhere: "as stored", never a read past the end.
   const bytes_t xmp = with_app1(jpeg, {'h', 't', 't', 'p', ':', '/', '/', 'n', 's', 0});

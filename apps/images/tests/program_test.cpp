@@ -252,8 +252,8 @@ TEST(Program, CeilingModeDecodesAndWritesOnly) {
 
 TEST(Program, GpuDecodeNeedsTheCoroModeOnTheGpu) {
   // Without a GPU backend, --decode=gpu is a usage error that says why; cpu and auto run.
-  const run_result gpu = run({"--backend=cpu", "--decode=gpu", "-q", "--count", "1", "--size",
-                              "16", "--no-write"});
+  const run_result gpu =
+      run({"--backend=cpu", "--decode=gpu", "-q", "--count", "1", "--size", "16", "--no-write"});
   EXPECT_EQ(gpu.code, ci::exit_usage);
   EXPECT_NE(gpu.err.find("--decode=gpu: the run is on the CPU backend"), std::string::npos)
       << gpu.err;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Known-answer tests of the CPU reference stages (the GPU kernels are compared with them).
 
+#include "engine.hpp"
 #include "pixel_math.hpp"
 #include "stages.hpp"
-#include "engine.hpp"
 #include "trace_log.hpp"
 
 #include <gtest/gtest.h>

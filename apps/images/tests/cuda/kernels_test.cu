@@ -5,10 +5,10 @@
 // absolute), the effect of the GPU adding the same doubles in another order.
 // Skips without a CUDA device.
 
+#include "codec.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/jpeg_decoder.hpp"
 #include "cuda/kernels.cuh"
-#include "codec.hpp"
 #include "exif.hpp"
 #include "program.hpp"
 #include "stages.hpp"
@@ -256,15 +256,19 @@ ci::image8 smooth_photo(int w, int h, int channels) {
 
 // `jpeg` with an APP1 Exif segment whose IFD0 holds only the orientation (little endian).
 std::vector<std::uint8_t> with_orientation(const std::vector<std::uint8_t>& jpeg, int o) {
-  const std::vector<std::uint8_t> payload = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0,
-                                             0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0,
-                                             static_cast<std::uint8_t>(o), 0, 0, 0, 0, 0, 0, 0};
+  const std::vector<std::uint8_t> payload = {'E', 'x',  'i',  'f', 0,
+                                             0,   'I',  'I',  42,  0,
+                                             8,   0,    0,    0,   1,
+                                             0,   0x12, 0x01, 3,   0,
+                                             1,   0,    0,    0,   static_cast<std::uint8_t>(o),
+                                             0,   0,    0,    0,   0,
+                                             0,   0};
   const std::size_t length = payload.size() + 2;
   std::vector<std::uint8_t> out;
   out.reserve(jpeg.size() + length + 2);
-  for (const std::uint8_t b : {std::uint8_t{0xff}, std::uint8_t{0xd8}, std::uint8_t{0xff},
-                               std::uint8_t{0xe1}, static_cast<std::uint8_t>(length >> 8),
-                               static_cast<std::uint8_t>(length)}) {
+  for (const std::uint8_t b :
+       {std::uint8_t{0xff}, std::uint8_t{0xd8}, std::uint8_t{0xff}, std::uint8_t{0xe1},
+        static_cast<std::uint8_t>(length >> 8), static_cast<std::uint8_t>(length)}) {
     out.push_back(b);
   }
   out.insert(out.end(), payload.begin(), payload.end());
@@ -274,7 +278,8 @@ std::vector<std::uint8_t> with_orientation(const std::vector<std::uint8_t>& jpeg
 
 void write_bytes(const std::filesystem::path& p, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string first_line_with(const std::filesystem::path& p, const std::string& what) {
@@ -298,8 +303,8 @@ TEST(ImagesProgram, GpuDecodedJpegsMatchTheCpuDecodedOnes) {
   if (!ci::gpu::jpeg_decoder::built_in()) {
     GTEST_SKIP() << "this build has no nvJPEG";
   }
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cuawait-images-nvjpeg-" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cuawait-images-nvjpeg-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "in");
   std::vector<std::string> names;
@@ -313,14 +318,15 @@ TEST(ImagesProgram, GpuDecodedJpegsMatchTheCpuDecodedOnes) {
   }
   const std::vector<std::uint8_t> good = ci::encode_jpeg(smooth_photo(64, 64, 3), 90);
   write_bytes(dir / "in" / "z-truncated.jpg",
-              std::vector<std::uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
+              std::vector<std::uint8_t>(
+                  good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
   write_bytes(dir / "in" / "z-header.jpg", {0xff, 0xd8, 0xff, 0xe0, 0, 4, 'x', 'y', 0xff, 0xd9});
   const auto backend = ci::make_cuda_backend();
   for (const char* decode : {"cpu", "gpu"}) {
-    const int code = run_images({"--backend=cuda", "--mode=coro", std::string("--decode=") + decode,
-                                 "-q", "-t", "3", (dir / "in").string(), "-o",
-                                 (dir / decode).string()},
-                                backend.get());
+    const int code =
+        run_images({"--backend=cuda", "--mode=coro", std::string("--decode=") + decode, "-q", "-t",
+                    "3", (dir / "in").string(), "-o", (dir / decode).string()},
+                   backend.get());
     EXPECT_EQ(code, ci::exit_some_failed) << decode; // the two bad files
   }
   for (const std::string& name : names) {
