@@ -177,10 +177,9 @@ std::optional<bool> choose_gpu_decode(const options& o, gpu_backend* gpu) {
   if (o.decode != "gpu" || possible) {
     return o.decode != "cpu" && possible;
   }
-  const char* why = gpu == nullptr ? "the run is on the CPU backend"
-                    : o.mode != "coro"
-                        ? "only the coro mode decodes on the GPU"
-                        : "this build has no nvJPEG (it was not found at build time)";
+  const char* why = o.mode != "coro" ? "only the coro mode decodes on the GPU"
+                    : gpu == nullptr ? "the run is on the CPU backend"
+                                     : "this build has no nvJPEG (it was not found at build time)";
   std::fprintf(stderr, "cuawait-images: --decode=gpu: %s\n", why);
   return std::nullopt;
 }
