@@ -325,10 +325,20 @@ TEST(ImagesProgram, GpuDecodedJpegsMatchTheCpuDecodedOnes) {
   for (const char* decode : {"cpu", "gpu"}) {
     const int code =
         run_images({"--backend=cuda", "--mode=coro", std::string("--decode=") + decode, "-q", "-t",
-                    "3", (dir / "in").string(), "-o", (dir / decode).string()},
+                    "3", (dir / "in").string(), "-o", (dir / decode).string(), "--trace",
+                    (dir / (std::string(decode) + ".json")).string()},
                    backend.get());
     EXPECT_EQ(code, ci::exit_some_failed) << decode; // the two bad files
   }
+  // nvJPEG did decode the 16 good files: their first GPU step is named after it.
+  std::ifstream trace(dir / "gpu.json");
+  const std::string text((std::istreambuf_iterator<char>(trace)), {});
+  std::size_t decoded = 0;
+  for (std::size_t at = text.find("\"name\":\"nvjpeg\""); at != std::string::npos;
+       at = text.find("\"name\":\"nvjpeg\"", at + 1)) {
+    ++decoded;
+  }
+  EXPECT_EQ(decoded, names.size());
   for (const std::string& name : names) {
     const std::string cpu = first_line_with(dir / "cpu" / "features.jsonl", name);
     const std::string gpu = first_line_with(dir / "gpu" / "features.jsonl", name);
