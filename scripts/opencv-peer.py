@@ -98,8 +98,12 @@ class Pipeline:
         gx = cv2.Sobel(blurred, cv2.CV_32F, 1, 0, ksize=3, borderType=cv2.BORDER_REPLICATE)
         gy = cv2.Sobel(blurred, cv2.CV_32F, 0, 1, ksize=3, borderType=cv2.BORDER_REPLICATE)
         mag, ang = cv2.cartToPolar(gx, gy, angleInDegrees=True)
-        bins = np.minimum((ang % np.float32(180)) / np.float32(20), np.float32(8)).astype(np.int32)
-        idx = self.cell_base(h, w) + bins
+        # Unsigned bins of 20 degrees: the angle is in [0, 360), so its 20-degree sector
+        # modulo 9 folds the lower half plane onto the upper one.
+        bins = (ang * np.float32(1.0 / 20.0)).astype(np.int32)
+        bins %= 9
+        idx = bins
+        idx += self.cell_base(h, w)
         hog = np.bincount(idx.ravel(), weights=mag.ravel().astype(np.float64), minlength=144)
         if out_path is not None:
             edges = np.minimum(mag * np.float32(63.75) + np.float32(0.5),
