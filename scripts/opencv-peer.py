@@ -173,8 +173,12 @@ def features_by_name(path):
 def compare(peer_dir, app_dir):
     import cv2
     import numpy as np
-    peer = features_by_name(os.path.join(peer_dir, "features.jsonl"))
-    app = features_by_name(os.path.join(app_dir, "features.jsonl"))
+    try:
+        peer = features_by_name(os.path.join(peer_dir, "features.jsonl"))
+        app = features_by_name(os.path.join(app_dir, "features.jsonl"))
+    except OSError as e:
+        print("opencv-peer: --compare: %s" % e, file=sys.stderr)
+        return 2
     common = sorted(set(peer) & set(app))
     shape_mismatch = 0
     hog_rel = []
