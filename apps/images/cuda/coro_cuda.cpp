@@ -223,6 +223,44 @@ std::optional<gpu::jpeg_plan> plan_gpu_decode(gpu_context& ctx, int i,
   return plan;
 }
 
+// The CPU-decoded way: decode into pinned memory BEFORE taking a stream, so that a stream
+// is only ever held by GPU work and every thread can decode while the streams are busy (a
+// JPEG stored upright lands there straight from libjpeg), then the GPU part. `file` holds
+// the file's bytes when they were read already, else is empty.
+task<image_shape> run_cpu_decoded(gpu_context& ctx, int i, std::vector<std::uint8_t>& file,
+                                  host_buffers& host) {
+  image_shape shape;
+  {
+    const scoped_span span(ctx.b.log(), i, "decode");
+    const pixel_sink sink = [&](const image_shape& s) {
+      host.in = cuda::pinned_buffer<std::uint8_t>(s.bytes());
+      return host.in.span();
+    };
+    shape = file.empty() ? ctx.b.load_into(i, sink)
+                         : decode_image_into(file, ctx.b.config().limits, sink);
+  }
+  file = {};
+  host.make_outputs(shape.pixel_count());
+  co_await run_on_gpu(ctx, i, host, shape);
+  host.in.reset(); // the upload is done: back to the pool for the next image
+  co_return shape;
+}
+
+// The GPU-decoded way; an empty shape when nvJPEG refused the file.
+task<image_shape> try_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
+                                  const gpu::jpeg_plan& plan, host_buffers& host) {
+  const bool swap = plan.orientation >= 5 && plan.orientation <= 8;
+  const image_shape shown{swap ? plan.stored.height : plan.stored.width,
+                          swap ? plan.stored.width : plan.stored.height, plan.stored.channels};
+  host.make_outputs(shown.pixel_count());
+  if (co_await run_gpu_decoded(ctx, i, file, plan, host)) {
+    ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
+    co_return shown;
+  }
+  ctx.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  co_return image_shape{};
+}
+
 // One image, start to end, as the sequential pipeline it is.
 task<void> run_image(gpu_context& ctx, int i) {
   std::vector<std::uint8_t> file; // with GPU decode: the file's bytes
@@ -230,35 +268,10 @@ task<void> run_image(gpu_context& ctx, int i) {
   host_buffers host;
   image_shape shape;
   if (plan) {
-    const image_shape shown =
-        plan->orientation >= 5 && plan->orientation <= 8
-            ? image_shape{plan->stored.height, plan->stored.width, plan->stored.channels}
-            : plan->stored;
-    host.make_outputs(shown.pixel_count());
-    if (co_await run_gpu_decoded(ctx, i, file, *plan, host)) {
-      ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
-      shape = shown;
-    } else {
-      ctx.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    }
+    shape = co_await try_gpu_decoded(ctx, i, file, *plan, host);
   }
   if (shape.pixel_count() == 0) {
-    // CPU: decode into pinned memory BEFORE taking a stream, so that a stream is only ever
-    // held by GPU work and every thread can decode while the streams are busy. A JPEG
-    // stored upright lands there straight from libjpeg.
-    {
-      const scoped_span span(ctx.b.log(), i, "decode");
-      const pixel_sink sink = [&](const image_shape& s) {
-        host.in = cuda::pinned_buffer<std::uint8_t>(s.bytes());
-        return host.in.span();
-      };
-      shape = file.empty() ? ctx.b.load_into(i, sink)
-                           : decode_image_into(file, ctx.b.config().limits, sink);
-    }
-    file = {};
-    host.make_outputs(shape.pixel_count());
-    co_await run_on_gpu(ctx, i, host, shape);
-    host.in.reset(); // the upload is done: back to the pool for the next image
+    shape = co_await run_cpu_decoded(ctx, i, file, host);
   }
   file = {};
   std::array<double, feature_count> sums{};
