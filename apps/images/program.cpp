@@ -208,8 +208,9 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
   std::printf("  timed: each image's decode+preprocess -> %s -> postprocess%s, from the "
               "first image's start to the last one's end\n",
               cuda ? "upload -> GPU gray, blur, Sobel+HOG -> download"
-              : b.concurrency_note() == ceiling_note ? "no stages (ceiling: a stand-in edge image)"
-                                                     : "gray, blur, Sobel+HOG (CPU)",
+              : b.concurrency_note() == ceiling_note
+                  ? "no pipeline, a stand-in edge image (ceiling)"
+                  : "gray, blur, Sobel+HOG (CPU)",
               b.config().write ? " (PNG encoding and writing included)" : " (no writing)");
   std::string before;
   auto add = [&](const std::string& what, double us, const char* after = "") {
