@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 namespace cuawait::images {
@@ -129,12 +130,17 @@ task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, int w, int h)
   cuda::stream_lease s = co_await ctx.streams.acquire();
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(host.in.size(), s);
+  std::exception_ptr failed;
   try {
     enqueue_steps(s, host, slot, w, h);
   } catch (...) {
-    // Copies may be in flight from or into the host buffers, which the caller frees.
-    (void)cudaStreamSynchronize(s.get());
-    throw;
+    failed = std::current_exception();
+  }
+  if (failed) {
+    // Copies may be in flight from or into the host buffers, which the caller frees: wait
+    // for them without blocking this thread (no co_await inside a catch block).
+    (void)co_await s.drain().try_await();
+    std::rethrow_exception(failed);
   }
   co_await s; // one completion for the whole sequence; the thread serves other images
   const int lane = ctx.lanes[s.index()];
