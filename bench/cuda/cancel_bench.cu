@@ -20,8 +20,8 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
-#include <string_view>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -182,10 +182,9 @@ void bench_when_any(long long ms_cycles, int trials) {
   for (int i = 0; i < trials; ++i) {
     flags.host_data()[1] = 0;
     const auto t0 = clk::now();
-    (void)ca::sync_wait(ca::when_any(
-        s.launch(busy, dim3(1), dim3(1), flags.device_data(), 0, 500 * ms_cycles,
-                 flags.device_data() + 1),
-        ca::sleep_for(10ms)));
+    (void)ca::sync_wait(ca::when_any(s.launch(busy, dim3(1), dim3(1), flags.device_data(), 0,
+                                              500 * ms_cycles, flags.device_data() + 1),
+                                     ca::sleep_for(10ms)));
     t.push_back(ms(clk::now() - t0));
     reinterpret_cast<volatile int*>(flags.host_data())[1] = 1; // end the 500 ms kernel early
     s.sync();

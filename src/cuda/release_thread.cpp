@@ -142,9 +142,7 @@ void free_host(void* p) noexcept {
   check_noexcept(cudaFreeHost(p), "deferred release", "cudaFreeHost");
 }
 
-void free_device(void* p) noexcept {
-  check_noexcept(cudaFree(p), "deferred release", "cudaFree");
-}
+void free_device(void* p) noexcept { check_noexcept(cudaFree(p), "deferred release", "cudaFree"); }
 
 bool on_release_thread() noexcept { return tl_on_release_thread; }
 

@@ -28,9 +28,7 @@ __global__ void write_one(int* out, int i) { out[i] = 1; }
 //! Mapped output words, one per unit, zeroed.
 struct outputs {
   explicit outputs(int n) : buf(static_cast<std::size_t>(n)) {}
-  [[nodiscard]] int at(int i) const {
-    return reinterpret_cast<volatile int*>(buf.host_data())[i];
-  }
+  [[nodiscard]] int at(int i) const { return reinterpret_cast<volatile int*>(buf.host_data())[i]; }
   cu::mapped_buffer<int> buf;
 };
 

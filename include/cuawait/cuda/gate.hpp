@@ -118,8 +118,9 @@ public:
   requires(sizeof...(Params) == sizeof...(Args) &&
            (std::is_convertible_v<Args&&, Params> && ...)) operation
       launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
-    return run([&](stream_ref s) { (void)s.launch(kernel, grid, block, std::forward<Args>(args)...); },
-               std::source_location::current());
+    return run(
+        [&](stream_ref s) { (void)s.launch(kernel, grid, block, std::forward<Args>(args)...); },
+        std::source_location::current());
   }
   //! The same with a `launch_config` (dynamic shared memory).
   template <class... Params, class... Args>
