@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -163,14 +164,19 @@ task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_s
   cuda::stream_lease s = co_await ctx.streams.acquire();
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(shape.pixel_count(), s);
+  std::exception_ptr failed;
   try {
     slot.marks.mark(0, s);
     (void)s.copy(slot.raw.data(), host.in.data(), shape.bytes());
     enqueue_stages(s, slot, host, shape, 1);
   } catch (...) {
-    // Copies may be in flight from or into the host buffers, which the caller frees.
-    (void)cudaStreamSynchronize(s.get());
-    throw;
+    failed = std::current_exception();
+  }
+  if (failed) {
+    // Copies may be in flight from or into the host buffers, which the caller frees: wait
+    // for them without blocking this thread (no co_await inside a catch block).
+    (void)co_await s.drain().try_await();
+    std::rethrow_exception(failed);
   }
   co_await s; // one completion for the whole sequence; the thread serves other images
   record_spans(ctx, s.index(), i, "H2D");
@@ -186,6 +192,7 @@ task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(plan.stored.pixel_count(), s);
   bool decoded = false;
+  std::exception_ptr failed;
   try {
     slot.marks.mark(0, s);
     decoded = ctx.decoder->decode(*slot.jpeg, file, plan, slot.raw.data(), s.get());
@@ -193,9 +200,13 @@ task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t
       enqueue_stages(s, slot, host, plan.stored, plan.orientation);
     }
   } catch (...) {
-    // The decode may be reading `file` and copies may be writing the host buffers.
-    (void)cudaStreamSynchronize(s.get());
-    throw;
+    failed = std::current_exception();
+  }
+  if (failed) {
+    // The decode may be reading `file` and copies may be writing the host buffers: wait
+    // for them without blocking this thread (no co_await inside a catch block).
+    (void)co_await s.drain().try_await();
+    std::rethrow_exception(failed);
   }
   // Awaited even when refused: whatever nvJPEG left on the stream before it gave up must be
   // done before `file` may go.
