@@ -5,9 +5,11 @@
 #include "output.hpp"
 #include "synthetic.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <latch>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace cuawait::images {
@@ -17,18 +19,22 @@ class cpu_engine final : public stage_engine {
 public:
   explicit cpu_engine(trace_log& log) : m_log(log) {}
 
-  std::span<float> input(std::size_t pixels) override {
-    m_input.resize(pixels);
+  std::span<std::uint8_t> input(const image_shape& shape) override {
+    m_input.resize(shape.bytes());
     return m_input;
   }
 
-  result_view process(int width, int height, int image) override {
+  result_view process(const image_shape& shape, int image) override {
     const scoped_span span(m_log, image, "cpu stages");
-    const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
+    const int width = shape.width;
+    const int height = shape.height;
+    const std::size_t n = shape.pixel_count();
+    m_gray.resize(n);
     m_tmp.resize(n);
     m_blurred.resize(n);
     m_edges.resize(n);
-    blur(m_input.data(), m_tmp.data(), m_blurred.data(), width, height);
+    to_gray(shape, m_input, m_gray);
+    blur(m_gray.data(), m_tmp.data(), m_blurred.data(), width, height);
     std::array<double, feature_count> hist{};
     edges_and_histogram(m_blurred.data(), width, height, m_edges.data(), hist);
     return {width, height, std::span(m_edges.data(), n), to_features(hist)};
@@ -36,9 +42,42 @@ public:
 
 private:
   trace_log& m_log;
-  std::vector<float> m_input;
+  std::vector<std::uint8_t> m_input;
+  std::vector<float> m_gray;
   std::vector<float> m_tmp;
   std::vector<float> m_blurred;
+  std::vector<std::uint8_t> m_edges;
+};
+
+class ceiling_engine final : public stage_engine {
+public:
+  explicit ceiling_engine(trace_log& log) : m_log(log) {}
+
+  std::span<std::uint8_t> input(const image_shape& shape) override {
+    m_input.resize(shape.bytes());
+    return m_input;
+  }
+
+  result_view process(const image_shape& shape, int image) override {
+    const scoped_span span(m_log, image, "stand-in");
+    const std::size_t c = static_cast<std::size_t>(shape.channels);
+    const std::size_t w = static_cast<std::size_t>(shape.width);
+    m_edges.resize(shape.pixel_count());
+    for (std::size_t y = 0; y < static_cast<std::size_t>(shape.height); ++y) {
+      const std::uint8_t* row = m_input.data() + y * w * c;
+      std::uint8_t* out = m_edges.data() + y * w;
+      for (std::size_t x = 0; x < w; ++x) {
+        const int next = row[(x + 1 < w ? x + 1 : x) * c];
+        const int here = row[x * c];
+        out[x] = static_cast<std::uint8_t>(next > here ? next - here : here - next);
+      }
+    }
+    return {shape.width, shape.height, std::span<const std::uint8_t>(m_edges), {}};
+  }
+
+private:
+  trace_log& m_log;
+  std::vector<std::uint8_t> m_input;
   std::vector<std::uint8_t> m_edges;
 };
 
@@ -46,6 +85,10 @@ private:
 
 std::unique_ptr<stage_engine> make_cpu_engine(trace_log& log) {
   return std::make_unique<cpu_engine>(log);
+}
+
+std::unique_ptr<stage_engine> make_ceiling_engine(trace_log& log) {
+  return std::make_unique<ceiling_engine>(log);
 }
 
 batch::batch(batch_config config, const std::vector<job>& jobs, trace_log& log,
@@ -107,6 +150,21 @@ image8 batch::load(int i) {
   return decode_file(j.source, m_config.limits);
 }
 
+image_shape batch::load_into(int i, const pixel_sink& sink) {
+  const job& j = m_jobs[static_cast<std::size_t>(i)];
+  if (!j.source.empty() && m_prepared.empty()) {
+    return decode_file_into(j.source, m_config.limits, sink);
+  }
+  const image8 img = load(i);
+  const image_shape shape{img.width, img.height, img.channels};
+  const std::span<std::uint8_t> out = sink(shape);
+  if (out.size() < shape.bytes()) {
+    throw std::invalid_argument("load_into: the sink's buffer is too small");
+  }
+  std::copy(img.pixels.begin(), img.pixels.end(), out.begin());
+  return shape;
+}
+
 std::size_t batch::expected_pixels(int i) const {
   const job& j = m_jobs[static_cast<std::size_t>(i)];
   if (j.source.empty()) {
@@ -150,19 +208,12 @@ void batch::fail(int i, const std::string& reason) {
 
 void batch::run_job(int i, stage_engine& engine) {
   try {
-    image8 img;
-    int w = 0;
-    int h = 0;
-    std::span<float> in;
+    image_shape shape;
     {
-      const scoped_span span(m_log, i, "decode+preprocess");
-      img = load(i);
-      w = img.width;
-      h = img.height;
-      in = engine.input(img.pixel_count());
-      preprocess(img, in);
+      const scoped_span span(m_log, i, "decode");
+      shape = load_into(i, [&](const image_shape& s) { return engine.input(s); });
     }
-    const result_view r = engine.process(w, h, i);
+    const result_view r = engine.process(shape, i);
     finish(i, r);
   } catch (const std::exception& e) {
     fail(i, e.what());

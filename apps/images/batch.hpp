@@ -33,6 +33,7 @@ struct batch_config {
   decode_limits limits;
   edge_format format = edge_format::png; //!< of the edge images
   int jpeg_quality = 90;                 //!< of JPEG edge images, 1-100
+  bool gpu_decode = false;               //!< coro mode on the GPU: decode JPEG files with nvJPEG
 };
 
 //! What became of one job.
@@ -78,11 +79,18 @@ public:
   //! @throws image_error for a bad input
   [[nodiscard]] image8 load(int i);
 
+  //! Stage 1 (CPU) into a caller's buffer: decodes job `i` into the buffer `sink` returns
+  //! (see `decode_image_into`) and returns its shape. A JPEG stored upright is decoded
+  //! straight into it; other inputs are copied.
+  //! @throws image_error for a bad input, and whatever `sink` throws
+  image_shape load_into(int i, const pixel_sink& sink);
+
   //! Pixels job `i` will have once decoded: the synthetic size, or read from the file's
   //! header; 0 when unknown.
   [[nodiscard]] std::size_t expected_pixels(int i) const;
 
-  //! Stage 1b (CPU): converts to normalised grayscale floats in `out`.
+  //! Stage 1b (CPU): converts to normalised grayscale floats in `out` (the CPU coroutine
+  //! mode; the engines and the GPU coroutine mode convert 8-bit pixels in their stages).
   void preprocess(const image8& img, std::span<float> out) const;
 
   //! Last stage (CPU): writes the edge image (unless writing is off), keeps the record and

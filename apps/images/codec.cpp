@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -63,8 +64,10 @@ std::optional<std::pair<int, int>> peek_jpeg_size(std::ifstream& in) {
   return std::nullopt;
 }
 
-std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
-                                    const decode_limits& limits) {
+} // namespace
+
+std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path,
+                                          const decode_limits& limits) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec) {
@@ -99,11 +102,30 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
   return bytes;
 }
 
-} // namespace
-
 image8 decode_file(const std::filesystem::path& path, const decode_limits& limits) {
-  const std::vector<std::uint8_t> bytes = read_file(path, limits);
+  const std::vector<std::uint8_t> bytes = read_file_bytes(path, limits);
   return decode_image(bytes, limits);
+}
+
+image_shape decode_file_into(const std::filesystem::path& path, const decode_limits& limits,
+                             const pixel_sink& sink) {
+  const std::vector<std::uint8_t> bytes = read_file_bytes(path, limits);
+  return decode_image_into(bytes, limits, sink);
+}
+
+image_shape decode_image_into(std::span<const std::uint8_t> bytes, const decode_limits& limits,
+                              const pixel_sink& sink) {
+  if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8) {
+    return decode_jpeg_into(bytes, limits, sink);
+  }
+  const image8 img = decode_image(bytes, limits);
+  const image_shape shape{img.width, img.height, img.channels};
+  const std::span<std::uint8_t> out = sink(shape);
+  if (out.size() < shape.bytes()) {
+    throw std::invalid_argument("decode_image_into: the sink's buffer is too small");
+  }
+  std::memcpy(out.data(), img.pixels.data(), shape.bytes());
+  return shape;
 }
 
 std::optional<std::pair<int, int>> peek_size(const std::filesystem::path& path) {

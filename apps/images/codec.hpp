@@ -23,6 +23,22 @@ namespace cuawait::images {
 //! truncated, corrupt or not a PNG/JPEG/PNM image.
 [[nodiscard]] image8 decode_file(const std::filesystem::path& path, const decode_limits& limits);
 
+//! `decode_file`, writing the pixels into the buffer `sink` returns instead of a new
+//! vector: a JPEG stored upright is decoded straight into it, other images are decoded
+//! first and copied. Returns the shape of what was written.
+//! @throws image_error, and whatever `sink` throws
+image_shape decode_file_into(const std::filesystem::path& path, const decode_limits& limits,
+                             const pixel_sink& sink);
+
+//! `decode_file_into` of an in-memory file. @throws image_error, and whatever `sink` throws
+image_shape decode_image_into(std::span<const std::uint8_t> bytes, const decode_limits& limits,
+                              const pixel_sink& sink);
+
+//! All the bytes of the file at `path`, checked against `limits.max_file_bytes`.
+//! @throws image_error when it cannot be read, is not a regular file, is empty or too large
+[[nodiscard]] std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path,
+                                                        const decode_limits& limits);
+
 //! Decodes an in-memory file; see `decode_file`.
 //! @throws image_error
 [[nodiscard]] image8 decode_image(std::span<const std::uint8_t> bytes, const decode_limits& limits);
@@ -45,6 +61,12 @@ namespace cuawait::images {
 //! Corrupt or truncated data is an error, not a warning.
 //! @throws image_error
 [[nodiscard]] image8 decode_jpeg(std::span<const std::uint8_t> bytes, const decode_limits& limits);
+
+//! `decode_jpeg` into the buffer `sink` returns (see `decode_image_into`): straight into it
+//! when the image is stored upright (EXIF orientation 1), else through a temporary image.
+//! @throws image_error, and whatever `sink` throws
+image_shape decode_jpeg_into(std::span<const std::uint8_t> bytes, const decode_limits& limits,
+                             const pixel_sink& sink);
 
 //! Decodes PGM/PPM bytes (P2, P3, P5, P6; maxval up to 65535). @throws image_error
 [[nodiscard]] image8 decode_pnm(std::span<const std::uint8_t> bytes, const decode_limits& limits);

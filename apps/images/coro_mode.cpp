@@ -69,7 +69,7 @@ std::size_t image_footprint(std::size_t pixels) noexcept {
 }
 
 std::size_t gpu_image_footprint(std::size_t pixels) noexcept {
-  return pixels * (3 + sizeof(float) + 3 * sizeof(float) + 1 + 1);
+  return pixels * (3 + 3 + 3 + 3 * sizeof(float) + 1 + 1);
 }
 
 std::size_t default_memory_budget(int threads, std::uint64_t physical_memory) noexcept {

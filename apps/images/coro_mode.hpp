@@ -23,8 +23,9 @@ void run_coro_cpu(batch& b, std::size_t memory_budget);
 //! intermediate and output buffers), the unit of the memory budget.
 [[nodiscard]] std::size_t image_footprint(std::size_t pixels) noexcept;
 
-//! Bytes the GPU coroutine mode holds for an image of `pixels` pixels: the decoded image,
-//! pinned input and edge bytes, device input, blur temporary, blurred image and edges.
+//! Bytes the GPU coroutine mode holds for an image of `pixels` pixels: a decoded image (when
+//! it is not decoded in place), the pinned 8-bit input and edge bytes, the device 8-bit
+//! image, its gray floats, blur temporary, blurred image and edges.
 [[nodiscard]] std::size_t gpu_image_footprint(std::size_t pixels) noexcept;
 
 //! The default memory budget of the coroutine mode for `threads` CPU threads: 96 MiB per

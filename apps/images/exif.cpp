@@ -4,6 +4,8 @@
 
 #include "exif.hpp"
 
+#include "pixel_math.hpp"
+
 #include <cstddef>
 #include <cstring>
 
@@ -77,12 +79,47 @@ int exif_orientation(std::span<const std::uint8_t> app1_payload) noexcept {
   return 1;
 }
 
+int jpeg_orientation(std::span<const std::uint8_t> jpeg) noexcept {
+  if (jpeg.size() < 4 || jpeg[0] != 0xff || jpeg[1] != 0xd8) {
+    return 1;
+  }
+  // Segments from after SOI up to the first scan, each skipped by its own length: a file
+  // of junk costs a few steps, and nothing is read past the end.
+  std::size_t at = 2;
+  while (at + 4 <= jpeg.size()) {
+    if (jpeg[at] != 0xff) {
+      return 1;
+    }
+    const std::uint8_t marker = jpeg[at + 1];
+    if (marker == 0xff) { // a fill byte
+      ++at;
+      continue;
+    }
+    if (marker == 0xda || marker == 0xd9) { // SOS or EOI: no Exif block before the data
+      return 1;
+    }
+    if (marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { // no length
+      at += 2;
+      continue;
+    }
+    const std::size_t length = (std::size_t{jpeg[at + 2]} << 8) | jpeg[at + 3];
+    if (length < 2 || jpeg.size() - (at + 2) < length) {
+      return 1;
+    }
+    const std::span<const std::uint8_t> payload = jpeg.subspan(at + 4, length - 2);
+    if (marker == 0xe1 && payload.size() >= 6 && std::memcmp(payload.data(), "Exif\0\0", 6) == 0) {
+      return exif_orientation(payload); // the first Exif block, as the CPU decoder reads it
+    }
+    at += 2 + length;
+  }
+  return 1;
+}
+
 image8 apply_orientation(image8 img, int orientation) {
   if (orientation < 2 || orientation > 8) {
     return img;
   }
   const std::size_t w = static_cast<std::size_t>(img.width);
-  const std::size_t h = static_cast<std::size_t>(img.height);
   const std::size_t c = static_cast<std::size_t>(img.channels);
   const bool swap = orientation >= 5;
   image8 out{swap ? img.height : img.width, swap ? img.width : img.height, img.channels,
@@ -91,32 +128,12 @@ image8 apply_orientation(image8 img, int orientation) {
   const std::size_t oh = static_cast<std::size_t>(out.height);
   for (std::size_t oy = 0; oy < oh; ++oy) {
     for (std::size_t ox = 0; ox < ow; ++ox) {
-      std::size_t sx = ox;
-      std::size_t sy = oy;
-      switch (orientation) {
-      case 2:
-        sx = w - 1 - ox;
-        break;
-      case 3:
-        sx = w - 1 - ox, sy = h - 1 - oy;
-        break;
-      case 4:
-        sy = h - 1 - oy;
-        break;
-      case 5:
-        sx = oy, sy = ox;
-        break;
-      case 6:
-        sx = oy, sy = h - 1 - ox;
-        break;
-      case 7:
-        sx = w - 1 - oy, sy = h - 1 - ox;
-        break;
-      default:
-        sx = w - 1 - oy, sy = ox;
-        break; // 8
-      }
-      std::memcpy(&out.pixels[(oy * ow + ox) * c], &img.pixels[(sy * w + sx) * c], c);
+      int sx = 0;
+      int sy = 0;
+      oriented_source(static_cast<int>(ox), static_cast<int>(oy), img.width, img.height,
+                      orientation, sx, sy);
+      const std::size_t src = static_cast<std::size_t>(sy) * w + static_cast<std::size_t>(sx);
+      std::memcpy(&out.pixels[(oy * ow + ox) * c], &img.pixels[src * c], c);
     }
   }
   return out;

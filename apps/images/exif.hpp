@@ -18,10 +18,17 @@ namespace cuawait::images {
 //! tag's value is out of range: a broken Exif block never makes an image unreadable.
 [[nodiscard]] int exif_orientation(std::span<const std::uint8_t> app1_payload) noexcept;
 
+//! The EXIF orientation of the JPEG file in `jpeg` (all its bytes), found without decoding
+//! it: the first APP1 "Exif" segment before the first scan, read by `exif_orientation`.
+//! Returns 1 when the file has none or its segments are malformed, as the CPU decoder then
+//! does.
+[[nodiscard]] int jpeg_orientation(std::span<const std::uint8_t> jpeg) noexcept;
+
 //! Returns `img` transformed for display according to EXIF orientation `orientation`:
 //! 1 as stored, 2 mirrored left-right, 3 rotated 180°, 4 mirrored top-bottom, 5 transposed,
 //! 6 rotated 90° clockwise, 7 transversed, 8 rotated 90° counter-clockwise. Orientations
-//! 5-8 swap width and height. Any other value returns the image unchanged.
+//! 5-8 swap width and height (see `oriented_source` in pixel_math.hpp). Any other value
+//! returns the image unchanged.
 //! @throws std::bad_alloc
 [[nodiscard]] image8 apply_orientation(image8 img, int orientation);
 

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +27,28 @@ struct image8 {
     return static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
   }
 };
+
+//! The size and layout of a decoded image: `channels` (1 gray or 3 RGB) bytes a pixel, rows
+//! packed.
+struct image_shape {
+  int width = 0;
+  int height = 0;
+  int channels = 1;
+
+  //! Number of pixels.
+  [[nodiscard]] std::size_t pixel_count() const noexcept {
+    return static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
+  }
+  //! Number of bytes of the pixels.
+  [[nodiscard]] std::size_t bytes() const noexcept {
+    return pixel_count() * static_cast<std::size_t>(channels);
+  }
+};
+
+//! Where a decoder puts an image: called once, with the decoded image's shape, before any
+//! pixel is written; returns at least `shape.bytes()` bytes (pinned host memory, say), which
+//! the decoder fills. May throw (std::bad_alloc): the decode then fails with that error.
+using pixel_sink = std::function<std::span<std::uint8_t>(const image_shape&)>;
 
 //! A grayscale image of floats in [0, 1], row-major, the pipeline's working format.
 struct gray_image {

@@ -167,7 +167,8 @@ struct decompress_guard {
 
 } // namespace
 
-image8 decode_jpeg(std::span<const std::uint8_t> bytes, const decode_limits& limits) {
+image_shape decode_jpeg_into(std::span<const std::uint8_t> bytes, const decode_limits& limits,
+                             const pixel_sink& sink) {
   jpeg_state st;
   jpeg_decompress_struct cinfo{};
   init_state(st, cinfo);
@@ -198,19 +199,48 @@ image8 decode_jpeg(std::span<const std::uint8_t> bytes, const decode_limits& lim
   if (!start(cinfo, st)) {
     fail(st);
   }
-  image8 out{static_cast<int>(cinfo.output_width),
-             static_cast<int>(cinfo.output_height),
-             cinfo.output_components,
-             {}};
-  if (out.channels != 1 && out.channels != 3) {
-    throw image_error("unsupported JPEG layout: " + std::to_string(out.channels) + " channels");
+  const image_shape stored{static_cast<int>(cinfo.output_width),
+                           static_cast<int>(cinfo.output_height), cinfo.output_components};
+  if (stored.channels != 1 && stored.channels != 3) {
+    throw image_error("unsupported JPEG layout: " + std::to_string(stored.channels) + " channels");
   }
-  const std::size_t stride = static_cast<std::size_t>(out.width) * out.channels;
-  out.pixels.resize(stride * static_cast<std::size_t>(out.height));
-  if (!read_rows(cinfo, st, out.pixels.data(), stride)) {
+  const std::size_t stride = static_cast<std::size_t>(stored.width) * stored.channels;
+  if (orientation < 2 || orientation > 8) {
+    // Upright: straight into the caller's buffer, no copy.
+    const std::span<std::uint8_t> out = sink(stored);
+    if (out.size() < stored.bytes()) {
+      throw std::invalid_argument("decode_jpeg_into: the sink's buffer is too small");
+    }
+    if (!read_rows(cinfo, st, out.data(), stride)) {
+      fail(st);
+    }
+    return stored;
+  }
+  image8 raw{stored.width, stored.height, stored.channels,
+             std::vector<std::uint8_t>(stored.bytes())};
+  if (!read_rows(cinfo, st, raw.pixels.data(), stride)) {
     fail(st);
   }
-  return apply_orientation(std::move(out), orientation);
+  const image8 shown = apply_orientation(std::move(raw), orientation);
+  const image_shape shape{shown.width, shown.height, shown.channels};
+  const std::span<std::uint8_t> out = sink(shape);
+  if (out.size() < shape.bytes()) {
+    throw std::invalid_argument("decode_jpeg_into: the sink's buffer is too small");
+  }
+  std::memcpy(out.data(), shown.pixels.data(), shape.bytes());
+  return shape;
+}
+
+image8 decode_jpeg(std::span<const std::uint8_t> bytes, const decode_limits& limits) {
+  image8 out;
+  const image_shape shape = decode_jpeg_into(bytes, limits, [&](const image_shape& s) {
+    out.pixels.resize(s.bytes());
+    return std::span<std::uint8_t>(out.pixels);
+  });
+  out.width = shape.width;
+  out.height = shape.height;
+  out.channels = shape.channels;
+  return out;
 }
 
 std::vector<std::uint8_t> encode_jpeg(std::span<const std::uint8_t> pixels, int width, int height,

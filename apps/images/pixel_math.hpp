@@ -10,6 +10,7 @@
 //! histogram sums differ, by the order in which the GPU's atomics add them up.
 //!
 //! The stages, for an image of W x H pixels with values in [0, 1]:
+//! - gray: a gray byte v becomes v / 255, an RGB pixel (0.299 r + 0.587 g + 0.114 b) / 255.
 //! - blur: 5x5 separable binomial kernel (1 4 6 4 1)/16 in x, then in y; borders clamp
 //!   (a pixel outside the image takes the value of the nearest pixel inside).
 //! - gradients: 3x3 Sobel on the blurred image, borders clamp, not normalised:
@@ -43,6 +44,53 @@ inline constexpr int hog_bins = 9;
 inline constexpr int feature_count = hog_cells * hog_cells * hog_bins;
 //! Radius of the blur kernel (5 taps).
 inline constexpr int blur_radius = 2;
+
+//! The grayscale value in [0, 1] of a gray byte: v / 255 (correctly rounded division on
+//! both sides).
+CUAWAIT_IMAGES_HD float gray_of_byte(std::uint8_t v) { return static_cast<float>(v) / 255.0f; }
+
+//! The grayscale value in [0, 1] of an RGB pixel: (0.299 r + 0.587 g + 0.114 b) / 255, the
+//! products added left to right.
+CUAWAIT_IMAGES_HD float gray_of_rgb(std::uint8_t r, std::uint8_t g, std::uint8_t b) {
+  const float v = 0.299f * static_cast<float>(r) + 0.587f * static_cast<float>(g) +
+                  0.114f * static_cast<float>(b);
+  return v / 255.0f;
+}
+
+//! Where pixel (`ox`, `oy`) of an image shown with EXIF orientation `orientation` lies in
+//! the stored `w` x `h` image: 1 as stored, 2 mirrored left-right, 3 rotated 180°, 4
+//! mirrored top-bottom, 5 transposed, 6 rotated 90° clockwise, 7 transversed, 8 rotated 90°
+//! counter-clockwise (5-8 swap width and height). Any other value means "as stored". The
+//! CPU (exif.cpp) and the GPU (the gray conversion of GPU-decoded JPEGs) share it.
+CUAWAIT_IMAGES_HD void oriented_source(int ox, int oy, int w, int h, int orientation, int& sx,
+                                       int& sy) {
+  switch (orientation) {
+  case 2:
+    sx = w - 1 - ox, sy = oy;
+    break;
+  case 3:
+    sx = w - 1 - ox, sy = h - 1 - oy;
+    break;
+  case 4:
+    sx = ox, sy = h - 1 - oy;
+    break;
+  case 5:
+    sx = oy, sy = ox;
+    break;
+  case 6:
+    sx = oy, sy = h - 1 - ox;
+    break;
+  case 7:
+    sx = w - 1 - oy, sy = h - 1 - ox;
+    break;
+  case 8:
+    sx = w - 1 - oy, sy = ox;
+    break;
+  default:
+    sx = ox, sy = oy;
+    break;
+  }
+}
 
 //! Clamps `v` into [0, n - 1]: the border rule of every stage.
 CUAWAIT_IMAGES_HD int clamp_index(int v, int n) { return v < 0 ? 0 : (v >= n ? n - 1 : v); }

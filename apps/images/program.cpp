@@ -24,6 +24,9 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
+constexpr const char* ceiling_note =
+    "ceiling: decode, a stand-in edge image and encode only; outputs are not edge images";
+
 extern "C" void on_stop_signal(int /*sig*/) { g_stop.store(true, std::memory_order_relaxed); }
 
 struct options {
@@ -50,6 +53,7 @@ struct options {
   std::size_t limit = 0; // 0: every image
   std::string format = "png";
   int quality = 90;
+  std::string decode = "auto";
 };
 
 // "1 image", "2 images".
@@ -86,11 +90,17 @@ void define_options(CLI::App& app, options& o) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--mode", o.mode,
                  "coro: one coroutine per image; sync: one image at a time; "
-                 "threads: T threads each running the sync loop")
-      ->check(CLI::IsMember({"coro", "sync", "threads"}))
+                 "threads: T threads each running the sync loop; ceiling: T threads that only "
+                 "decode and encode (a bound, not the pipeline)")
+      ->check(CLI::IsMember({"coro", "sync", "threads", "ceiling"}))
       ->capture_default_str();
   app.add_option("--backend", o.backend, "auto: CUDA when a device is usable, else CPU")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--decode", o.decode,
+                 "JPEG decoding: cpu (libjpeg), gpu (nvJPEG; coro mode on the CUDA backend), "
+                 "auto: gpu where the build has nvJPEG and the run is coro on the GPU")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
   app.add_flag("--no-write", o.no_write, "Do not write edge images or features");
   app.add_flag("-r,--recursive", o.recursive,
@@ -160,6 +170,20 @@ std::optional<bool> choose_cuda(const std::string& backend, gpu_backend* gpu) {
   return false;
 }
 
+// Whether JPEGs are decoded on the GPU; nullopt after printing why --decode=gpu cannot be
+// served. `gpu` is the backend the run uses (nullptr: the CPU backend).
+std::optional<bool> choose_gpu_decode(const options& o, gpu_backend* gpu) {
+  const bool possible = gpu != nullptr && gpu->has_gpu_decode() && o.mode == "coro";
+  if (o.decode != "gpu" || possible) {
+    return o.decode != "cpu" && possible;
+  }
+  const char* why = o.mode != "coro" ? "only the coro mode decodes on the GPU"
+                    : gpu == nullptr ? "the run is on the CPU backend"
+                                     : "this build has no nvJPEG (it was not found at build time)";
+  std::fprintf(stderr, "cuawait-images: --decode=gpu: %s\n", why);
+  return std::nullopt;
+}
+
 std::string fmt_ms(double us) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f ms", us / 1000.0);
@@ -183,7 +207,10 @@ struct untimed_setup {
 void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
   std::printf("  timed: each image's decode+preprocess -> %s -> postprocess%s, from the "
               "first image's start to the last one's end\n",
-              cuda ? "upload -> GPU blur, Sobel+HOG -> download" : "blur, Sobel+HOG (CPU)",
+              cuda ? "upload -> GPU gray, blur, Sobel+HOG -> download"
+              : b.concurrency_note() == ceiling_note
+                  ? "no pipeline, a stand-in edge image (ceiling)"
+                  : "gray, blur, Sobel+HOG (CPU)",
               b.config().write ? " (PNG encoding and writing included)" : " (no writing)");
   std::string before;
   auto add = [&](const std::string& what, double us, const char* after = "") {
@@ -266,7 +293,10 @@ void run_mode(batch& b, const options& o, gpu_backend* gpu) {
   const std::size_t budget =
       o.memory_budget_mib > 0 ? o.memory_budget_mib << 20
                               : default_memory_budget(b.config().threads, physical_memory_bytes());
-  if (o.mode == "sync") {
+  if (o.mode == "ceiling") {
+    b.set_concurrency_note(ceiling_note);
+    b.run_threads([&] { return make_ceiling_engine(b.log()); });
+  } else if (o.mode == "sync") {
     b.run_sync(make);
   } else if (o.mode == "threads") {
     b.run_threads(make);
@@ -311,8 +341,14 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     std::fprintf(stderr, "cuawait-images: --count and --size apply to the synthetic batch only\n");
     return exit_usage;
   }
-  const std::optional<bool> cuda = choose_cuda(o.backend, gpu);
+  // The ceiling has no GPU stage: it runs on the CPU whatever the backend.
+  const std::optional<bool> cuda =
+      o.mode == "ceiling" ? std::optional<bool>(false) : choose_cuda(o.backend, gpu);
   if (!cuda) {
+    return exit_usage;
+  }
+  const std::optional<bool> gpu_decode = choose_gpu_decode(o, *cuda ? gpu : nullptr);
+  if (!gpu_decode) {
     return exit_usage;
   }
   batch_config cfg;
@@ -330,6 +366,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
       o.max_file_mib == 0 || o.max_file_mib > (unlimited >> 20) ? unlimited : o.max_file_mib << 20;
   cfg.format = o.format == "png" ? edge_format::png : edge_format::jpeg;
   cfg.jpeg_quality = o.quality;
+  cfg.gpu_decode = *gpu_decode;
 
   const std::vector<job> all =
       o.inputs.empty() ? synthetic_jobs(o.count)

@@ -22,32 +22,35 @@ namespace {
 CUAWAIT_IMAGES_CLONES void gray_from_gray(const std::uint8_t* __restrict p, float* __restrict out,
                                           std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<float>(p[i]) / 255.0f;
+    out[i] = gray_of_byte(p[i]);
   }
 }
 
 CUAWAIT_IMAGES_CLONES void gray_from_rgb(const std::uint8_t* __restrict p, float* __restrict out,
                                          std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    const float v = 0.299f * static_cast<float>(p[3 * i]) +
-                    0.587f * static_cast<float>(p[3 * i + 1]) +
-                    0.114f * static_cast<float>(p[3 * i + 2]);
-    out[i] = v / 255.0f;
+    out[i] = gray_of_rgb(p[3 * i], p[3 * i + 1], p[3 * i + 2]);
   }
 }
 
 } // namespace
 
-void to_gray(const image8& img, std::span<float> out) {
-  const std::size_t n = img.pixel_count();
-  if (out.size() < n) {
-    throw std::invalid_argument("to_gray: output too small");
+void to_gray(const image_shape& shape, std::span<const std::uint8_t> pixels, std::span<float> out) {
+  const std::size_t n = shape.pixel_count();
+  if (out.size() < n || pixels.size() < shape.bytes()) {
+    throw std::invalid_argument("to_gray: buffer too small");
   }
-  if (img.channels == 1) {
-    gray_from_gray(img.pixels.data(), out.data(), n);
+  if (shape.channels == 1) {
+    gray_from_gray(pixels.data(), out.data(), n);
+  } else if (shape.channels == 3) {
+    gray_from_rgb(pixels.data(), out.data(), n);
   } else {
-    gray_from_rgb(img.pixels.data(), out.data(), n);
+    throw std::invalid_argument("to_gray: 1 or 3 channels expected");
   }
+}
+
+void to_gray(const image8& img, std::span<float> out) {
+  to_gray({img.width, img.height, img.channels}, img.pixels, out);
 }
 
 gray_image to_gray(const image8& img) {

@@ -51,6 +51,11 @@ struct gradient_field {
 //! Writes `img.pixel_count()` floats to `out`.
 void to_gray(const image8& img, std::span<float> out);
 
+//! `to_gray` of the 8-bit pixels `pixels` of `shape` (1 or 3 channels) into `out`
+//! (`shape.pixel_count()` floats).
+//! @throws std::invalid_argument when a buffer is too small or the channel count is not 1 or 3
+void to_gray(const image_shape& shape, std::span<const std::uint8_t> pixels, std::span<float> out);
+
 //! `to_gray` into a new image.
 [[nodiscard]] gray_image to_gray(const image8& img);
 

@@ -21,7 +21,11 @@ const char* colour_of(const char* name) {
   static constexpr entry table[] = {
       {"decode+preprocess", "#4e79a7"},
       {"decode", "#4e79a7"},
+      {"read", "#86bcb6"},
       {"preprocess", "#a0cbe8"},
+      {"stand-in", "#bab0ac"},
+      {"nvjpeg", "#ff9da7"},
+      {"gray", "#9d7660"},
       {"cpu stages", "#f28e2b"},
       {"postprocess", "#59a14f"},
       {"H2D", "#b07aa1"},
@@ -38,12 +42,16 @@ const char* colour_of(const char* name) {
 }
 
 // Stages in pipeline order, for the legend.
-constexpr const char* stage_order[] = {"decode+preprocess", "decode", "preprocess",
-                                       "cpu stages",        "H2D",    "blur",
-                                       "sobel+hog",         "D2H",    "postprocess"};
+constexpr const char* stage_order[] = {"read",       "decode+preprocess",
+                                       "decode",     "preprocess",
+                                       "cpu stages", "stand-in",
+                                       "H2D",        "nvjpeg",
+                                       "gray",       "blur",
+                                       "sobel+hog",  "D2H",
+                                       "postprocess"};
 
 bool is_gpu_stage(const char* name) {
-  for (const char* n : {"H2D", "blur", "sobel+hog", "D2H"}) {
+  for (const char* n : {"H2D", "nvjpeg", "gray", "blur", "sobel+hog", "D2H"}) {
     if (std::strcmp(n, name) == 0) {
       return true;
     }

@@ -3,9 +3,17 @@
 // the marker per await by measurement: for each way of learning that a stream's work is
 // done, T threads (each with its own stream) run `iters` rounds of "64 KiB H2D copy, empty
 // kernel, marker, wait until the host sees it done", and the probe prints µs per round
-// (aggregate over the threads: wall time / total rounds) and per round per thread.
+// (aggregate over the threads: wall time / total rounds) and per round per thread, and how
+// a round splits between enqueueing (copy + kernel) and waiting (marker + wait). The last
+// way is cuawait itself: T coroutines on a runtime of --pool workers, each round
+// `s.copy(...)`, `s.launch(...)`, `co_await s`, the same split measured inside the coroutine.
 //
-//   cuawait-marker-probe [--threads 1,4,16] [--iters 4000] [--bytes 65536]
+//   cuawait-marker-probe [--threads 1,4,16] [--iters 4000] [--bytes 65536] [--pool 16]
+//                        [--only-cuawait 1]
+
+#include <cuawait/cuda.hpp>
+#include <cuawait/runtime.hpp>
+#include <cuawait/when_all.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -56,7 +64,9 @@ enum class way {
   timeline_spin,
   timeline_no_barrier_spin,
   kernel_write_spin,
-  none_enqueue_only
+  none_enqueue_only,
+  cuawait_pool,
+  cuawait_driving
 };
 const char* name(way w) {
   switch (w) {
@@ -74,6 +84,10 @@ const char* name(way w) {
     return "marker kernel write + word spin";
   case way::none_enqueue_only:
     return "enqueue only, one sync at the end";
+  case way::cuawait_pool:
+    return "cuawait: co_await s on the pool";
+  case way::cuawait_driving:
+    return "cuawait: co_await s, one driving thread";
   }
   return "?";
 }
@@ -85,9 +99,46 @@ struct per_thread {
   void* dev = nullptr;
   std::uint64_t* word = nullptr;
   CUdeviceptr dword = 0;
+  double enqueue_us = 0; //!< summed over the rounds: copy + kernel enqueued
+  double wait_us = 0;    //!< summed: marker + wait until the host sees the round done
 };
 
-double run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv) {
+//! A split of one probe run: µs per round (aggregate), and per round of one thread.
+struct result {
+  double agg = 0;
+  double enqueue = 0;
+  double wait = 0;
+};
+
+using probe_clock = std::chrono::steady_clock;
+double us_between(probe_clock::time_point a, probe_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+//! One cuawait pipeline: `iters` rounds on its own stream, on the runtime's pool.
+cuawait::task<void> cuawait_rounds(cuawait::thread_pool* pool, per_thread& p, int iters,
+                                   std::size_t bytes) {
+  if (pool != nullptr) {
+    co_await pool->schedule();
+  }
+  const cuawait::cuda::stream_ref s(p.s);
+  for (int i = 1; i <= iters; ++i) {
+    const auto t0 = probe_clock::now();
+    s.copy(static_cast<std::byte*>(p.dev), static_cast<const std::byte*>(p.host), bytes);
+    s.launch(empty_kernel, dim3(1), dim3(1));
+    const auto t1 = probe_clock::now();
+    co_await s;
+    const auto t2 = probe_clock::now();
+    p.enqueue_us += us_between(t0, t1);
+    p.wait_us += us_between(t1, t2);
+  }
+}
+
+cuawait::task<void> all_of(std::vector<cuawait::task<void>> ts) {
+  co_await cuawait::when_all(std::move(ts));
+}
+
+result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv, int pool) {
   std::vector<per_thread> pt(threads);
   for (auto& p : pt) {
     check(cudaStreamCreateWithFlags(&p.s, cudaStreamNonBlocking), "stream");
@@ -108,8 +159,10 @@ double run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     while (!go.load()) {
     }
     for (int i = 1; i <= iters; ++i) {
+      const auto t0 = probe_clock::now();
       check(cudaMemcpyAsync(p.dev, p.host, bytes, cudaMemcpyHostToDevice, p.s), "copy");
       empty_kernel<<<1, 1, 0, p.s>>>();
+      const auto t1 = probe_clock::now();
       switch (w) {
       case way::sync:
         check(cudaStreamSynchronize(p.s), "sync");
@@ -151,24 +204,47 @@ double run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
         }
         break;
       case way::none_enqueue_only:
+      case way::cuawait_pool:
+      case way::cuawait_driving:
         break;
       }
+      const auto t2 = probe_clock::now();
+      p.enqueue_us += us_between(t0, t1);
+      p.wait_us += us_between(t1, t2);
     }
     check(cudaStreamSynchronize(p.s), "final sync");
   };
-  std::vector<std::thread> ts;
-  for (auto& p : pt) {
-    ts.emplace_back(body, std::ref(p));
+  double us = 0;
+  if (w == way::cuawait_pool || w == way::cuawait_driving) {
+    cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(pool)});
+    std::vector<cuawait::task<void>> ts;
+    for (auto& p : pt) {
+      ts.push_back(
+          cuawait_rounds(w == way::cuawait_pool ? &rt.pool() : nullptr, p, iters, bytes));
+    }
+    const auto t0 = probe_clock::now();
+    rt.run(all_of(std::move(ts)));
+    us = us_between(t0, probe_clock::now());
+  } else {
+    std::vector<std::thread> ts;
+    for (auto& p : pt) {
+      ts.emplace_back(body, std::ref(p));
+    }
+    while (ready.load() != threads) {
+    }
+    const auto t0 = probe_clock::now();
+    go = true;
+    for (auto& t : ts) {
+      t.join();
+    }
+    us = us_between(t0, probe_clock::now());
   }
-  while (ready.load() != threads) {
+  double enqueue = 0;
+  double wait = 0;
+  for (const auto& p : pt) {
+    enqueue += p.enqueue_us;
+    wait += p.wait_us;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  go = true;
-  for (auto& t : ts) {
-    t.join();
-  }
-  const double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   for (auto& p : pt) {
     cudaStreamDestroy(p.s);
     cudaEventDestroy(p.e);
@@ -177,9 +253,10 @@ double run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     cudaFreeHost(p.word);
   }
   if (unsupported.load()) {
-    return -1.0;
+    return {-1.0, 0, 0};
   }
-  return us / (static_cast<double>(iters) * threads);
+  const double rounds = static_cast<double>(iters) * threads;
+  return {us / rounds, enqueue / rounds, wait / rounds};
 }
 
 } // namespace
@@ -188,6 +265,8 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts{1, 4, 16};
   int iters = 4000;
   std::size_t bytes = 65536;
+  int pool = 16;
+  bool only_cuawait = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--threads") == 0) {
       thread_counts.clear();
@@ -198,6 +277,10 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--only-cuawait") == 0) {
+      only_cuawait = std::atoi(argv[i + 1]) != 0;
+    } else if (std::strcmp(argv[i], "--pool") == 0) {
+      pool = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--bytes") == 0) {
       bytes = static_cast<std::size_t>(std::atoll(argv[i + 1]));
     }
@@ -211,17 +294,23 @@ int main(int argc, char** argv) {
   const write_value64_fn wv = load_write_value64();
   std::printf("marker probe: %zu-byte H2D + empty kernel + marker + wait, %d rounds per thread\n",
               bytes, iters);
-  std::printf("%-40s %8s %14s %16s\n", "way", "threads", "us/round(agg)", "us/round/thread");
+  std::printf("%-40s %8s %14s %16s %12s %12s\n", "way", "threads", "us/round(agg)",
+              "us/round/thread", "enqueue us", "wait us");
   for (const way w : {way::none_enqueue_only, way::sync, way::event_spin, way::stream_query_spin,
-                      way::timeline_spin, way::timeline_no_barrier_spin, way::kernel_write_spin}) {
+                      way::timeline_spin, way::timeline_no_barrier_spin, way::kernel_write_spin,
+                      way::cuawait_pool, way::cuawait_driving}) {
+    if (only_cuawait && w != way::cuawait_pool && w != way::cuawait_driving) {
+      continue;
+    }
     for (const int t : thread_counts) {
-      (void)run(w, t, iters / 10, bytes, wv); // warm-up
-      const double agg = run(w, t, iters, bytes, wv);
-      if (agg < 0) {
+      (void)run(w, t, iters / 10, bytes, wv, pool); // warm-up
+      const result r = run(w, t, iters, bytes, wv, pool);
+      if (r.agg < 0) {
         std::printf("%-40s %8d %14s %16s\n", name(w), t, "unsupported", "-");
         continue;
       }
-      std::printf("%-40s %8d %14.2f %16.2f\n", name(w), t, agg, agg * t);
+      std::printf("%-40s %8d %14.2f %16.2f %12.2f %12.2f\n", name(w), t, r.agg, r.agg * t,
+                  r.enqueue, r.wait);
     }
   }
   return 0;

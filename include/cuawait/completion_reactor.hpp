@@ -18,6 +18,7 @@
 
 #include "cuawait/completion_source.hpp"
 #include "cuawait/detail/reactor_node.hpp"
+#include "cuawait/detail/spin_mutex.hpp"
 #include "cuawait/idle_source.hpp"
 #include "cuawait/reactor_stats.hpp"
 
@@ -183,12 +184,16 @@ private:
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);
   void wake() noexcept;
   static std::uint64_t now_ns() noexcept;
+  static bool reactor_lock_sleeps() noexcept;
 
   completion_source* m_source;
   reactor_options m_options;
   reactor_trace m_trace{};
 
-  mutable std::mutex m_mutex; // guards lanes, nodes, the ready list
+  // Guards lanes, nodes, the ready list. A spinning lock: the idle poll takes it again and
+  // again, and a submitting coroutine must get it within the poll's next gap.
+  // CUAWAIT_REACTOR_LOCK=sleep makes it a plain sleeping mutex (for comparison).
+  mutable detail::spin_mutex m_mutex{reactor_lock_sleeps()};
   std::unordered_map<const void*, std::unique_ptr<detail::reactor_lane>> m_lanes;
   std::vector<detail::reactor_lane*> m_active;
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO

@@ -14,6 +14,7 @@
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/event_pool.hpp"
+#include "cuawait/cuda/gate.hpp"
 #include "cuawait/cuda/graph.hpp"
 #include "cuawait/cuda/graph_cache.hpp"
 #include "cuawait/cuda/graph_exec.hpp"

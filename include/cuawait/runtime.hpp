@@ -120,10 +120,17 @@ public:
   //! with `operation_cancelled` (GPU work already enqueued runs on, in stream order: free
   //! what it uses in stream order, see docs/CANCELLATION.md). Work awaited afterwards is not
   //! affected unless its task saw the stop request. Thread-safe; returns the number of GPU
-  //! waits it ended. The destructor then only waits for what is still running.
+  //! waits it ended, through the tasks' stop tokens or directly (a wait that another thread
+  //! stopped at the same moment may be counted too). The destructor then only waits for
+  //! what is still running.
   std::size_t stop() {
-    m_spawned.request_stop();
-    return m_context.reactor().reactor().stop_all();
+    completion_reactor& r = m_context.reactor().reactor();
+    const reactor_stats before = r.stats();
+    m_spawned.request_stop(); // ends the waits of spawned tasks that carry their token
+    r.stop_all();             // and every other pending wait
+    const reactor_stats after = r.stats();
+    return static_cast<std::size_t>((after.stopped - before.stopped) +
+                                    (after.cancelled - before.cancelled));
   }
 
   //! The scope spawned tasks run in (for `request_stop()`).

@@ -5,6 +5,8 @@
 #include "cuawait/detail/trampoline.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <cstdlib>
 #include <bit>
 
 namespace cuawait::detail {
@@ -32,6 +34,14 @@ namespace cuawait {
 using detail::node_state;
 using detail::reactor_lane;
 using detail::wait_node;
+
+bool completion_reactor::reactor_lock_sleeps() noexcept {
+  static const bool sleeps = [] {
+    const char* v = std::getenv("CUAWAIT_REACTOR_LOCK");
+    return v != nullptr && std::string_view(v) == "sleep";
+  }();
+  return sleeps;
+}
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
     : m_source(&source), m_options(options) {

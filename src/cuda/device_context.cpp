@@ -6,6 +6,8 @@
 
 #include "cuawait/cuda/detail/lane_registry.hpp"
 
+#include "release_thread.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -78,6 +80,7 @@ no_device_context::no_device_context()
 
 device_context::device_context(device_context_options options) : m_device(resolve(options.device)) {
   const device_guard on(m_device);
+  m_release = std::make_unique<detail::release_thread>(m_device);
   const strategy s = chosen_strategy(options.completion);
   reactor_options r = options.reactor;
   r.on_thread_start = [this, user = std::move(r.on_thread_start)] {
@@ -112,6 +115,13 @@ device_context::~device_context() {
   m_reactor.reset(); // cancels what is left, before the pools its waits may name go
   m_pinned.reset();
   m_memory.reset();
+  m_release.reset(); // runs every release still queued: everything is freed on return
+}
+
+void device_context::drain_releases() noexcept { m_release->drain(); }
+
+detail::release_thread* detail::release_thread_of(device_context& ctx) noexcept {
+  return ctx.m_release.get();
 }
 
 device_context* current_context_or_null() noexcept {

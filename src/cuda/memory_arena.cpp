@@ -2,6 +2,8 @@
 #include "cuawait/cuda/arena.hpp"
 #include "cuawait/cuda/reactor.hpp"
 
+#include "cuawait/cuda/detail/deferred_release.hpp"
+
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -40,7 +42,7 @@ arena_pair::arena_pair(std::size_t bytes_per_slot, std::size_t slots)
   void* device = nullptr;
   const cudaError_t e = cudaMalloc(&device, bytes);
   if (e != cudaSuccess) {
-    (void)try_check(cudaFreeHost(host));
+    detail::release_later(&detail::free_host, host);
     check(e, (what + " on the device").c_str(), "cudaMalloc");
   }
   m_host = static_cast<std::byte*>(host);
@@ -48,8 +50,9 @@ arena_pair::arena_pair(std::size_t bytes_per_slot, std::size_t slots)
 }
 
 arena_pair::~arena_pair() {
-  check_noexcept(cudaFree(m_device), "arena_pair: free device arena", "cudaFree");
-  check_noexcept(cudaFreeHost(m_host), "arena_pair: free pinned arena", "cudaFreeHost");
+  // Both frees may wait for the device: on the context's release thread when there is one.
+  detail::release_later(&detail::free_device, m_device);
+  detail::release_later(&detail::free_host, m_host);
 }
 
 std::optional<arena_slot> arena_pair::try_acquire() noexcept {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/cuda/device_buffer.hpp"
 
+#include "cuawait/cuda/detail/deferred_release.hpp"
+
 #include <string>
 
 namespace cuawait::cuda::detail {
@@ -19,7 +21,10 @@ void* device_allocate(std::size_t bytes, cudaStream_t s, cudaMemPool_t pool) {
 }
 
 void device_free(void* p, release_order& order) noexcept {
-  order.join();
+  if (!order.join()) {
+    release_after_device_idle(&free_device, p); // cudaFree of pool memory: legal, synchronous
+    return;
+  }
   check_noexcept(cudaFreeAsync(p, order.primary()), "device_buffer: free", "cudaFreeAsync");
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/cuda/mapped_buffer.hpp"
 
+#include "cuawait/cuda/detail/deferred_release.hpp"
+
 #include <cstring>
 #include <string>
 
@@ -20,15 +22,15 @@ void* mapped_allocate(std::size_t count, std::size_t element, void*& device) {
         "cudaHostAlloc");
   const cudaError_t e = cudaHostGetDevicePointer(&device, host, 0);
   if (e != cudaSuccess) {
-    (void)try_check(cudaFreeHost(host));
+    release_later(&free_host, host);
     check(e, what.c_str(), "cudaHostGetDevicePointer");
   }
   std::memset(host, 0, bytes);
   return host;
 }
 
-void mapped_free(void* host) noexcept {
-  check_noexcept(cudaFreeHost(host), "mapped_buffer: free", "cudaFreeHost");
-}
+void mapped_free(void* host) noexcept { release_later(&free_host, host); }
+
+void mapped_free_after(void* host, cudaStream_t s) noexcept { release_after(s, &free_host, host); }
 
 } // namespace cuawait::cuda::detail

@@ -2,6 +2,8 @@
 #include "cuawait/cuda/pinned_buffer.hpp"
 #include "cuawait/cuda/pinned_pool.hpp"
 
+#include "cuawait/cuda/detail/deferred_release.hpp"
+
 #include <string>
 #include <utility>
 
@@ -28,7 +30,7 @@ void* pinned_backend::allocate(std::size_t bytes) {
 }
 
 void pinned_backend::deallocate(void* p, std::size_t) noexcept {
-  check_noexcept(cudaFreeHost(p), "pinned_pool: free", "cudaFreeHost");
+  release_later(&free_host, p); // cudaFreeHost may wait for the device: off this thread
 }
 
 bool pinned_backend::is_complete(fence_type& f) noexcept {
@@ -90,8 +92,6 @@ pinned_backend::fence_type pinned_backend::record(cudaStream_t s) noexcept {
   if (ev != nullptr) {
     (void)try_check(cudaEventDestroy(ev));
   }
-  // Keep the promise the hard way: the stream's work is done when this returns.
-  (void)try_check(cudaStreamSynchronize(s));
   return nullptr;
 }
 
@@ -109,10 +109,15 @@ void pinned_pool::deallocate(block b) noexcept { m_pool.deallocate(b); }
 void pinned_pool::deallocate(block b, stream_ref s) noexcept {
   cudaEvent_t fence = m_pool.backend().record(s.get());
   if (fence == nullptr) {
-    m_pool.deallocate(b); // record failed and the stream was synchronized instead
+    release_after_device_idle(b); // never reused: freed once nothing can use it
   } else {
     m_pool.deallocate(b, fence);
   }
+}
+
+void pinned_pool::release_after_device_idle(block b) noexcept {
+  m_pool.abandon(b);
+  detail::release_after_device_idle(&detail::free_host, b.ptr);
 }
 
 std::size_t pinned_pool::reserve(std::size_t bytes, std::size_t count) {
@@ -132,7 +137,10 @@ void pinned_release(pinned_pool& pool, pinned_pool::block b, release_order& orde
     pool.deallocate(b);
     return;
   }
-  order.join();
+  if (!order.join()) {
+    pool.release_after_device_idle(b);
+    return;
+  }
   pool.deallocate(b, stream_ref(order.primary()));
 }
 

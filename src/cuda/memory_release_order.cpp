@@ -27,7 +27,8 @@ void release_order::add(cudaStream_t s) {
   m_extra[m_extra_count++] = s;
 }
 
-void release_order::join() noexcept {
+bool release_order::join() noexcept {
+  bool joined = true;
   for (std::size_t i = 0; i < m_extra_count; ++i) {
     // An event per join: this runs once per buffer that used free_after, not per operation.
     cudaEvent_t ev = nullptr;
@@ -41,11 +42,11 @@ void release_order::join() noexcept {
     }
     if (e != cudaSuccess) {
       check_noexcept(e, "buffer release: join streams", "cudaStreamWaitEvent");
-      // Last resort keeps the memory safe: wait on the host for the other stream.
-      (void)try_check(cudaStreamSynchronize(m_extra[i]));
+      joined = false; // the caller defers the release until the device is idle
     }
   }
   m_extra_count = 0;
+  return joined;
 }
 
 } // namespace cuawait::cuda::detail

@@ -228,20 +228,25 @@ TEST(DeviceContextTest, RuntimeStopEndsTenThousandPendingWaitsWithOperationCance
     held.sync();
   }
   held.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
+  // Every wait awaits one event recorded behind the held kernel. Ten thousand awaits of the
+  // stream itself would each enqueue a marker, and a stream's queue holds about a thousand
+  // entries behind a kernel that does not end: the enqueue itself would block.
+  cu::event behind;
+  held.record(behind);
   constexpr int waits = 10'000;
   std::atomic<int> cancelled{0};
   std::atomic<int> other{0};
   for (int i = 0; i < waits; ++i) {
-    rt.spawn([](cu::stream_ref s, std::atomic<int>& c, std::atomic<int>& o) -> cuawait::task<void> {
+    rt.spawn([](cu::event_ref e, std::atomic<int>& c, std::atomic<int>& o) -> cuawait::task<void> {
       try {
-        co_await s;
+        co_await e;
         o.fetch_add(1);
       } catch (const cuawait::operation_cancelled&) {
         c.fetch_add(1);
       } catch (...) {
         o.fetch_add(1);
       }
-    }(held, cancelled, other));
+    }(behind, cancelled, other));
   }
   while (rt.reactor().reactor().pending() < static_cast<std::size_t>(waits)) {
     std::this_thread::yield();

@@ -9,6 +9,7 @@
 #include "codec.hpp"
 #include "coro_mode.hpp"
 #include "gpu_timeline.hpp"
+#include "jpeg_decoder.hpp"
 #include "kernels.cuh"
 #include "memory_gate.hpp"
 
@@ -21,7 +22,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace cuawait::images {
@@ -67,6 +73,7 @@ public:
     if (n <= m_capacity) {
       return;
     }
+    raw = cuda::device_buffer<std::uint8_t>(3 * n, s); // up to 3 bytes a pixel
     in = cuda::device_buffer<float>(n, s);
     tmp = cuda::device_buffer<float>(n, s);
     blurred = cuda::device_buffer<float>(n, s);
@@ -77,12 +84,14 @@ public:
     m_capacity = n;
   }
 
-  cuda::device_buffer<float> in;
+  cuda::device_buffer<std::uint8_t> raw; // the decoded 8-bit image, uploaded or GPU-decoded
+  cuda::device_buffer<float> in;         // its gray floats
   cuda::device_buffer<float> tmp;
   cuda::device_buffer<float> blurred;
   cuda::device_buffer<std::uint8_t> edges;
   cuda::device_buffer<double> hist;
   step_marks marks;
+  gpu::jpeg_state_ptr jpeg; // nvJPEG's state for this stream; null without GPU decode
 
 private:
   std::size_t m_capacity = 0;
@@ -91,8 +100,15 @@ private:
 // The pinned host buffers of one image: taken from the pool before its stream, kept past
 // it for the postprocess.
 struct host_buffers {
-  explicit host_buffers(std::size_t n) : in(n), edges(n), hist(feature_count) {}
-  cuda::pinned_buffer<float> in;
+  host_buffers() = default;
+  host_buffers(std::size_t in_bytes, std::size_t pixels)
+      : in(in_bytes), edges(pixels), hist(feature_count) {}
+  //! The results' buffers for an image of `pixels` pixels.
+  void make_outputs(std::size_t pixels) {
+    edges = cuda::pinned_buffer<std::uint8_t>(pixels);
+    hist = cuda::pinned_buffer<double>(feature_count);
+  }
+  cuda::pinned_buffer<std::uint8_t> in; // the decoded 8-bit image (empty when GPU-decoded)
   cuda::pinned_buffer<std::uint8_t> edges;
   cuda::pinned_buffer<double> hist;
 };
@@ -104,14 +120,23 @@ struct gpu_context {
   std::vector<stream_slot>& slots; // one per stream of the pool, by index
   memory_gate& gate;
   const gpu::gpu_timeline& timeline;
-  std::vector<int> lanes; // trace lane of each stream of the pool
+  const gpu::jpeg_decoder* decoder; // null: every image is decoded on the CPU
+  std::vector<int> lanes;           // trace lane of each stream of the pool
+  std::atomic<std::size_t> gpu_decoded{0};
+  std::atomic<std::size_t> cpu_fallbacks{0}; // JPEG files nvJPEG refused or did not plan
 };
 
-// Enqueues upload, blur, Sobel + histogram and download on `s` between timing marks.
-void enqueue_steps(cuda::stream_ref s, host_buffers& host, stream_slot& d, int w, int h) {
-  const std::size_t n = host.in.size();
-  d.marks.mark(0, s);
-  (void)s.copy(d.in.data(), host.in.data(), n);
+// Enqueues, behind the 8-bit image on its way into d.raw (uploaded or being decoded, after
+// mark 0), the gray conversion with the orientation, blur, Sobel + histogram and the
+// download, between timing marks 1-4.
+void enqueue_stages(cuda::stream_ref s, stream_slot& d, host_buffers& host,
+                    const image_shape& stored, int orientation) {
+  const bool swap = orientation >= 5 && orientation <= 8;
+  const int w = swap ? stored.height : stored.width;
+  const int h = swap ? stored.width : stored.height;
+  const std::size_t n = stored.pixel_count();
+  gpu::launch_gray(d.raw.data(), stored.width, stored.height, stored.channels, orientation,
+                   d.in.data(), s.get());
   d.marks.mark(1, s);
   gpu::launch_blur(d.in.data(), d.tmp.data(), d.blurred.data(), w, h, s.get());
   d.marks.mark(2, s);
@@ -122,51 +147,149 @@ void enqueue_steps(cuda::stream_ref s, host_buffers& host, stream_slot& d, int w
   d.marks.mark(4, s);
 }
 
-// The GPU part of one image: lease a stream, enqueue everything, await it once, record the
-// spans. The stream goes back before the CPU postprocess, so a stream is only ever held
-// while GPU work of its image is queued or running.
-task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, int w, int h) {
+// Records the four GPU spans of image `i` from the slot's marks.
+void record_spans(gpu_context& ctx, std::size_t stream, int i, const char* first) {
+  const stream_slot& slot = ctx.slots[stream];
+  const char* names[] = {first, "blur", "sobel+hog", "D2H"};
+  for (int k = 0; k < 4; ++k) {
+    ctx.timeline.record(ctx.lanes[stream], i, names[k], slot.marks[k], slot.marks[k + 1]);
+  }
+}
+
+// The GPU part of an image decoded on the CPU: lease a stream, enqueue the upload of the
+// 8-bit pixels and everything after it, await it once, record the spans. The stream goes
+// back before the CPU postprocess, so a stream is only ever held while GPU work of its
+// image is queued or running.
+task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_shape& shape) {
   cuda::stream_lease s = co_await ctx.streams.acquire();
   stream_slot& slot = ctx.slots[s.index()];
-  slot.reserve(host.in.size(), s);
+  slot.reserve(shape.pixel_count(), s);
+  std::exception_ptr failed;
   try {
-    enqueue_steps(s, host, slot, w, h);
+    slot.marks.mark(0, s);
+    (void)s.copy(slot.raw.data(), host.in.data(), shape.bytes());
+    enqueue_stages(s, slot, host, shape, 1);
   } catch (...) {
-    // Copies may be in flight from or into the host buffers, which the caller frees.
-    (void)cudaStreamSynchronize(s.get());
-    throw;
+    failed = std::current_exception();
+  }
+  if (failed) {
+    // Copies may be in flight from or into the host buffers, which the caller frees: wait
+    // for them without blocking this thread (no co_await inside a catch block).
+    (void)co_await s.drain().try_await();
+    std::rethrow_exception(failed);
   }
   co_await s; // one completion for the whole sequence; the thread serves other images
-  const int lane = ctx.lanes[s.index()];
-  const char* names[] = {"H2D", "blur", "sobel+hog", "D2H"};
-  for (int k = 0; k < 4; ++k) {
-    ctx.timeline.record(lane, i, names[k], slot.marks[k], slot.marks[k + 1]);
+  record_spans(ctx, s.index(), i, "H2D");
+}
+
+// The GPU part of a JPEG decoded by nvJPEG, straight into the stream's device buffer;
+// the EXIF orientation is applied by the gray conversion. False when nvJPEG refused the
+// file: the caller then decodes it on the CPU. `file` stays alive in the caller's frame
+// until this returns.
+task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
+                           const gpu::jpeg_plan& plan, host_buffers& host) {
+  cuda::stream_lease s = co_await ctx.streams.acquire();
+  stream_slot& slot = ctx.slots[s.index()];
+  slot.reserve(plan.stored.pixel_count(), s);
+  bool decoded = false;
+  std::exception_ptr failed;
+  try {
+    slot.marks.mark(0, s);
+    decoded = ctx.decoder->decode(*slot.jpeg, file, plan, slot.raw.data(), s.get());
+    if (decoded) {
+      enqueue_stages(s, slot, host, plan.stored, plan.orientation);
+    }
+  } catch (...) {
+    failed = std::current_exception();
   }
+  if (failed) {
+    // The decode may be reading `file` and copies may be writing the host buffers: wait
+    // for them without blocking this thread (no co_await inside a catch block).
+    (void)co_await s.drain().try_await();
+    std::rethrow_exception(failed);
+  }
+  // Awaited even when refused: whatever nvJPEG left on the stream before it gave up must be
+  // done before `file` may go.
+  co_await s;
+  if (decoded) {
+    record_spans(ctx, s.index(), i, "nvjpeg");
+  }
+  co_return decoded;
+}
+
+// Reads job `i`'s file and plans its GPU decode; nullopt when the CPU decodes it (a
+// synthetic image, not a JPEG, or one nvJPEG will not take).
+std::optional<gpu::jpeg_plan> plan_gpu_decode(gpu_context& ctx, int i,
+                                              std::vector<std::uint8_t>& file) {
+  const job& j = ctx.b.jobs()[static_cast<std::size_t>(i)];
+  if (ctx.decoder == nullptr || j.source.empty()) {
+    return std::nullopt;
+  }
+  const scoped_span span(ctx.b.log(), i, "read");
+  file = read_file_bytes(j.source, ctx.b.config().limits);
+  std::optional<gpu::jpeg_plan> plan = ctx.decoder->plan(file, ctx.b.config().limits.max_pixels);
+  if (!plan && file.size() >= 2 && file[0] == 0xff && file[1] == 0xd8) {
+    ctx.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  return plan;
+}
+
+// The CPU-decoded way: decode into pinned memory BEFORE taking a stream, so that a stream
+// is only ever held by GPU work and every thread can decode while the streams are busy (a
+// JPEG stored upright lands there straight from libjpeg), then the GPU part. `file` holds
+// the file's bytes when they were read already, else is empty.
+task<image_shape> run_cpu_decoded(gpu_context& ctx, int i, std::vector<std::uint8_t>& file,
+                                  host_buffers& host) {
+  image_shape shape;
+  {
+    const scoped_span span(ctx.b.log(), i, "decode");
+    const pixel_sink sink = [&](const image_shape& s) {
+      host.in = cuda::pinned_buffer<std::uint8_t>(s.bytes());
+      return host.in.span();
+    };
+    shape = file.empty() ? ctx.b.load_into(i, sink)
+                         : decode_image_into(file, ctx.b.config().limits, sink);
+  }
+  file = {};
+  host.make_outputs(shape.pixel_count());
+  co_await run_on_gpu(ctx, i, host, shape);
+  host.in.reset(); // the upload is done: back to the pool for the next image
+  co_return shape;
+}
+
+// The GPU-decoded way; an empty shape when nvJPEG refused the file.
+task<image_shape> try_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
+                                  const gpu::jpeg_plan& plan, host_buffers& host) {
+  const bool swap = plan.orientation >= 5 && plan.orientation <= 8;
+  const image_shape shown{swap ? plan.stored.height : plan.stored.width,
+                          swap ? plan.stored.width : plan.stored.height, plan.stored.channels};
+  host.make_outputs(shown.pixel_count());
+  if (co_await run_gpu_decoded(ctx, i, file, plan, host)) {
+    ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
+    co_return shown;
+  }
+  ctx.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  co_return image_shape{};
 }
 
 // One image, start to end, as the sequential pipeline it is.
 task<void> run_image(gpu_context& ctx, int i) {
-  // CPU: decode and preprocess into pinned memory BEFORE taking a stream, so that a stream
-  // is only ever held by GPU work and every thread can preprocess while the streams are busy.
-  image8 img;
-  {
-    const scoped_span span(ctx.b.log(), i, "decode");
-    img = ctx.b.load(i);
+  std::vector<std::uint8_t> file; // with GPU decode: the file's bytes
+  const std::optional<gpu::jpeg_plan> plan = plan_gpu_decode(ctx, i, file);
+  host_buffers host;
+  image_shape shape;
+  if (plan) {
+    shape = co_await try_gpu_decoded(ctx, i, file, *plan, host);
   }
-  const int w = img.width;
-  const int h = img.height;
-  host_buffers host(img.pixel_count());
-  {
-    const scoped_span span(ctx.b.log(), i, "preprocess");
-    ctx.b.preprocess(img, host.in.span());
-    img = {};
+  if (shape.pixel_count() == 0) {
+    shape = co_await run_cpu_decoded(ctx, i, file, host);
   }
-  co_await run_on_gpu(ctx, i, host, w, h);
-  host.in.reset(); // the upload is done: back to the pool for the next image
+  file = {};
   std::array<double, feature_count> sums{};
   std::memcpy(sums.data(), host.hist.data(), sizeof sums);
   // CPU postprocess on the pool, reading the edge bytes where the GPU put them.
-  ctx.b.finish(i, {w, h, std::span<const std::uint8_t>(host.edges.data(), host.edges.size()),
+  ctx.b.finish(i, {shape.width, shape.height,
+                   std::span<const std::uint8_t>(host.edges.data(), shape.pixel_count()),
                    to_features(sums)});
 }
 
@@ -188,6 +311,33 @@ task<void> process_on_gpu(gpu_context& ctx, int i) {
   }
 }
 
+// With GPU decode: decodes the first job's file (when nvJPEG takes it) once on each
+// stream's decoder state, so that whatever nvJPEG sets up on first use (its internal
+// buffers, for one) is paid here too, not by the first timed images.
+// Returns the file's bytes, which must live until the streams are awaited.
+std::vector<std::uint8_t> warm_up_decoder(gpu_context& ctx) {
+  std::vector<std::uint8_t> file;
+  if (ctx.decoder == nullptr || ctx.b.jobs().empty() || ctx.b.jobs().front().source.empty()) {
+    return file;
+  }
+  try {
+    file = read_file_bytes(ctx.b.jobs().front().source, ctx.b.config().limits);
+  } catch (const image_error&) {
+    return {}; // the run reports it
+  }
+  const std::optional<gpu::jpeg_plan> plan =
+      ctx.decoder->plan(file, ctx.b.config().limits.max_pixels);
+  if (!plan) {
+    return file;
+  }
+  for (std::size_t k = 0; k < ctx.streams.size(); ++k) {
+    ctx.slots[k].reserve(plan->stored.pixel_count(), ctx.streams.at(k));
+    (void)ctx.decoder->decode(*ctx.slots[k].jpeg, file, *plan, ctx.slots[k].raw.data(),
+                              ctx.streams.at(k).get());
+  }
+  return file;
+}
+
 // Untimed setup, as a user of the library would do before a batch: every first-use cost
 // of the GPU path is paid here, so the timed run measures the steady state. For images of
 // `pixels` pixels (0: unknown, buffers then grow on first use) and `in_flight` images:
@@ -195,7 +345,8 @@ task<void> process_on_gpu(gpu_context& ctx, int i) {
 // - the pinned pool holds the host buffers of every image in flight (cudaHostAlloc costs
 //   about 1 ms per 4 MiB block): allocated once and returned, so the run only reuses them;
 // - each kernel launched once (CUDA loads a kernel's module on its first launch);
-// - each stream awaited once (the reactor's per-stream state).
+// - each stream awaited once (the reactor's per-stream state);
+// - with GPU decode, each stream's nvJPEG state used once (warm_up_decoder).
 task<void> warm_up(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) {
   std::vector<host_buffers> held;
   if (pixels > 0) {
@@ -203,22 +354,24 @@ task<void> warm_up(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) 
       ctx.slots[k].reserve(pixels, ctx.streams.at(k));
     }
     held.reserve(in_flight);
-    held.emplace_back(pixels);
+    held.emplace_back(3 * pixels, pixels);
     try { // best effort beyond the first: the run allocates what it lacks
       for (std::size_t k = 1; k < in_flight; ++k) {
-        held.emplace_back(pixels);
+        held.emplace_back(3 * pixels, pixels);
       }
     } catch (const cuda::cuda_error&) {
       (void)cudaGetLastError();
     }
     stream_slot& s0 = ctx.slots[0];
-    gpu::warm_up_gpu(ctx.streams.at(0).get(), held.front().in.data(), s0.in.data(), s0.tmp.data(),
-                     s0.blurred.data(), s0.edges.data(), s0.hist.data(), held.front().edges.data());
+    gpu::warm_up_gpu(ctx.streams.at(0).get(), held.front().in.data(), s0.raw.data(), s0.in.data(),
+                     s0.tmp.data(), s0.blurred.data(), s0.edges.data(), s0.hist.data(),
+                     held.front().edges.data());
   }
+  const std::vector<std::uint8_t> file = warm_up_decoder(ctx);
   for (std::size_t k = 0; k < ctx.streams.size(); ++k) {
     co_await ctx.streams.at(k);
   }
-  // `held` dies here, after every copy from or into it completed: its blocks go back to
+  // `file` and `held` die here, after every copy from or into it completed: its blocks go back to
   // the pool without a fence, ready for the first images.
 }
 
@@ -242,10 +395,24 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
     stream_count = default_stream_count(b.config().threads);
   }
   cuda::stream_pool streams(stream_count);
+  std::unique_ptr<gpu::jpeg_decoder> decoder;
+  std::string decode_note = "JPEG decode on the CPU";
+  if (b.config().gpu_decode) {
+    std::string why_not;
+    decoder = gpu::jpeg_decoder::create(why_not);
+    if (decoder == nullptr) {
+      decode_note += " (nvJPEG unavailable: " + why_not + ")";
+    }
+  }
   std::vector<stream_slot> slots(stream_count); // after `streams`: freed on them first
+  if (decoder != nullptr) {
+    for (stream_slot& slot : slots) {
+      slot.jpeg = decoder->make_state();
+    }
+  }
   memory_gate gate(memory_budget);
   const gpu::gpu_timeline timeline(b.log(), streams.at(0).get());
-  gpu_context ctx{b, rt, streams, slots, gate, timeline, {}};
+  gpu_context ctx{b, rt, streams, slots, gate, timeline, decoder.get(), {}};
   for (std::size_t k = 0; k < streams.size(); ++k) {
     ctx.lanes.push_back(b.log().add_gpu_lane("GPU stream " + std::to_string(k)));
   }
@@ -253,9 +420,16 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
   const std::size_t footprint = gpu_image_footprint(pixels);
   const std::size_t in_flight =
       std::min(b.jobs().size(), images_in_flight(memory_budget, footprint));
-  b.set_concurrency_note(in_flight_note(b, memory_budget, footprint) + ", " +
-                         std::to_string(stream_count) + " streams");
+  const std::string note = in_flight_note(b, memory_budget, footprint) + ", " +
+                           std::to_string(stream_count) + " streams";
+  b.set_concurrency_note(note + "; " + decode_note);
   rt.run(run_all(ctx, pixels, in_flight));
+  if (decoder != nullptr) {
+    b.set_concurrency_note(note + "; JPEG decode on the GPU (nvJPEG " + decoder->backend_name() +
+                           " backend): " + std::to_string(ctx.gpu_decoded.load()) + " images, " +
+                           std::to_string(ctx.cpu_fallbacks.load()) +
+                           " JPEGs decoded on the CPU instead (refused by nvJPEG)");
+  }
 }
 
 } // namespace cuawait::images

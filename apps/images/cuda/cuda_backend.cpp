@@ -5,6 +5,7 @@
 #include "cuda_backend.hpp"
 
 #include "gpu_timeline.hpp"
+#include "jpeg_decoder.hpp"
 #include "kernels.cuh"
 #include "raw_buffers.hpp"
 
@@ -28,17 +29,23 @@ class cuda_engine final : public stage_engine {
 public:
   cuda_engine(trace_log& log, int lane) : m_timeline(log, m_stream.get()), m_lane(lane) {}
 
-  std::span<float> input(std::size_t pixels) override {
-    return {static_cast<float*>(m_host_in.reserve(pixels * sizeof(float))), pixels};
+  std::span<std::uint8_t> input(const image_shape& shape) override {
+    return {static_cast<std::uint8_t*>(m_host_in.reserve(shape.bytes())), shape.bytes()};
   }
 
-  result_view process(int w, int h, int image) override {
-    const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
+  result_view process(const image_shape& shape, int image) override {
+    const int w = shape.width;
+    const int h = shape.height;
+    const std::size_t n = shape.pixel_count();
     reserve(n);
     const cudaStream_t s = m_stream.get();
+    // The 8-bit pixels go up (1 or 3 bytes a pixel instead of a 4-byte float) and become
+    // gray floats on the GPU, in the same step.
     step(image, "H2D", [&] {
-      CUAWAIT_CUDA_CHECK("copy H2D", cudaMemcpyAsync(m_in.as<float>(), m_host_in.as<float>(),
-                                                     n * sizeof(float), cudaMemcpyHostToDevice, s));
+      CUAWAIT_CUDA_CHECK("copy H2D",
+                         cudaMemcpyAsync(m_raw.as<std::uint8_t>(), m_host_in.as<std::uint8_t>(),
+                                         shape.bytes(), cudaMemcpyHostToDevice, s));
+      launch_gray(m_raw.as<std::uint8_t>(), w, h, shape.channels, 1, m_in.as<float>(), s);
     });
     step(image, "blur",
          [&] { launch_blur(m_in.as<float>(), m_tmp.as<float>(), m_blurred.as<float>(), w, h, s); });
@@ -64,11 +71,11 @@ public:
     if (pixels == 0) {
       return;
     }
-    (void)input(pixels);
+    (void)m_host_in.reserve(3 * pixels); // sized for colour: 3 bytes a pixel
     reserve(pixels);
-    warm_up_gpu(m_stream.get(), m_host_in.as<float>(), m_in.as<float>(), m_tmp.as<float>(),
-                m_blurred.as<float>(), m_edges.as<std::uint8_t>(), m_hist.as<double>(),
-                m_host_edges.as<std::uint8_t>());
+    warm_up_gpu(m_stream.get(), m_host_in.as<std::uint8_t>(), m_raw.as<std::uint8_t>(),
+                m_in.as<float>(), m_tmp.as<float>(), m_blurred.as<float>(),
+                m_edges.as<std::uint8_t>(), m_hist.as<double>(), m_host_edges.as<std::uint8_t>());
     CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.start(), m_stream.get()));
     CUAWAIT_CUDA_CHECK("timing event", cudaEventRecord(m_events.end(), m_stream.get()));
     m_stream.sync();
@@ -87,6 +94,7 @@ private:
   }
 
   void reserve(std::size_t n) {
+    m_raw.reserve(3 * n);
     m_in.reserve(n * sizeof(float));
     m_tmp.reserve(n * sizeof(float));
     m_blurred.reserve(n * sizeof(float));
@@ -100,7 +108,8 @@ private:
   gpu_timeline m_timeline;
   int m_lane;
   event_pair m_events;
-  raw_buffer m_in{false}, m_tmp{false}, m_blurred{false}, m_edges{false}, m_hist{false};
+  raw_buffer m_raw{false}, m_in{false}, m_tmp{false}, m_blurred{false}, m_edges{false},
+      m_hist{false};
   raw_buffer m_host_in{true}, m_host_edges{true}, m_host_hist{true};
 };
 
@@ -141,6 +150,8 @@ public:
     }
     return std::make_unique<cuda_engine>(log, lane);
   }
+
+  bool has_gpu_decode() const override { return jpeg_decoder::built_in(); }
 
   void run_coro(batch& b, std::size_t memory_budget, std::size_t streams) override {
     run_coro_cuda(b, memory_budget, streams);

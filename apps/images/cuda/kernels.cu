@@ -14,6 +14,22 @@ constexpr int tile = 16;
 
 dim3 grid_for(int w, int h) { return dim3((w + tile - 1) / tile, (h + tile - 1) / tile); }
 
+// One thread per output pixel; reads the source pixel the orientation maps it to.
+__global__ void gray_from_bytes(const std::uint8_t* src, int sw, int sh, int channels,
+                                int orientation, float* out, int ow, int oh) {
+  const int ox = blockIdx.x * tile + threadIdx.x;
+  const int oy = blockIdx.y * tile + threadIdx.y;
+  if (ox >= ow || oy >= oh) {
+    return;
+  }
+  int sx = 0;
+  int sy = 0;
+  oriented_source(ox, oy, sw, sh, orientation, sx, sy);
+  const std::uint8_t* p = src + (static_cast<long long>(sy) * sw + sx) * channels;
+  out[static_cast<long long>(oy) * ow + ox] =
+      channels == 3 ? gray_of_rgb(p[0], p[1], p[2]) : gray_of_byte(p[0]);
+}
+
 __global__ void blur_rows(const float* in, float* out, int w, int h) {
   const int x = blockIdx.x * tile + threadIdx.x;
   const int y = blockIdx.y * tile + threadIdx.y;
@@ -64,6 +80,16 @@ void check_launch(const char* what) { CUAWAIT_CUDA_CHECK(what, cudaGetLastError(
 
 } // namespace
 
+void launch_gray(const std::uint8_t* src, int sw, int sh, int channels, int orientation, float* out,
+                 cudaStream_t s) {
+  const bool swap = orientation >= 5 && orientation <= 8;
+  const int ow = swap ? sh : sw;
+  const int oh = swap ? sw : sh;
+  gray_from_bytes<<<grid_for(ow, oh), dim3(tile, tile), 0, s>>>(src, sw, sh, channels, orientation,
+                                                                out, ow, oh);
+  check_launch("gray kernel launch");
+}
+
 void launch_blur(const float* in, float* tmp, float* out, int w, int h, cudaStream_t s) {
   const dim3 block(tile, tile);
   blur_rows<<<grid_for(w, h), block, 0, s>>>(in, tmp, w, h);
@@ -80,10 +106,11 @@ void launch_sobel_hog(const float* blurred, int w, int h, std::uint8_t* edges, d
   check_launch("sobel+hog kernel launch");
 }
 
-void warm_up_gpu(cudaStream_t s, const float* host_in, float* in, float* tmp, float* blurred,
-                 std::uint8_t* edges, double* hist, std::uint8_t* host_edges) {
-  CUAWAIT_CUDA_CHECK("warm-up copy",
-                     cudaMemcpyAsync(in, host_in, sizeof(float), cudaMemcpyHostToDevice, s));
+void warm_up_gpu(cudaStream_t s, const std::uint8_t* host_in, std::uint8_t* raw, float* in,
+                 float* tmp, float* blurred, std::uint8_t* edges, double* hist,
+                 std::uint8_t* host_edges) {
+  CUAWAIT_CUDA_CHECK("warm-up copy", cudaMemcpyAsync(raw, host_in, 1, cudaMemcpyHostToDevice, s));
+  launch_gray(raw, 1, 1, 1, 1, in, s);
   launch_blur(in, tmp, blurred, 1, 1, s);
   launch_sobel_hog(blurred, 1, 1, edges, hist, s);
   CUAWAIT_CUDA_CHECK("warm-up copy",

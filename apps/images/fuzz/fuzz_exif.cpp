@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: exif_orientation over an APP1 payload, then apply_orientation of a
 // small image (size and channels from the first input bytes) with that orientation and
-// with an arbitrary one: the result must hold the same pixels, transposed for 5-8.
+// with an arbitrary one: the result must hold the same pixels, transposed for 5-8. The same
+// bytes as a whole JPEG file go through jpeg_orientation (GPU decode's marker walk).
 
 #include "exif.hpp"
 #include "fuzz_common.hpp"
@@ -11,7 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace cuawait::images;
   const int orientation = exif_orientation(fuzz::bytes_of(data, size));
-  if (orientation < 1 || orientation > 8) {
+  const int in_file = jpeg_orientation(fuzz::bytes_of(data, size));
+  if (orientation < 1 || orientation > 8 || in_file < 1 || in_file > 8) {
     __builtin_trap();
   }
   if (size < 3) {

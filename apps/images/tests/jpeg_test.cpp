@@ -255,3 +255,75 @@ TEST(Jpeg, FormatIsRecognisedByMagicBytesNotByName) {
   EXPECT_EQ(ci::decode_file(real, {}).width, 9);
   EXPECT_EQ(ci::peek_size(real), (std::pair{9, 7}));
 }
+
+TEST(Exif, OrientationIsFoundInTheFileWithoutDecodingIt) {
+  // The GPU decode path reads the orientation from the file's bytes: it must agree with
+  // what the CPU decoder applies, in both byte orders, behind other segments too.
+  const bytes_t jpeg = ci::encode_jpeg(smooth(24, 16, 3), 90);
+  EXPECT_EQ(ci::jpeg_orientation(jpeg), 1); // libjpeg writes a JFIF APP0, no Exif
+  for (int o = 1; o <= 8; ++o) {
+    for (const bool big_endian : {false, true}) {
+      EXPECT_EQ(ci::jpeg_orientation(with_app1(jpeg, orientation_payload(o, big_endian))), o);
+    }
+  }
+  // Only the first Exif block counts, as in the decoder.
+  EXPECT_EQ(ci::jpeg_orientation(
+                with_app1(with_app1(jpeg, orientation_payload(3)), orientation_payload(6))),
+            6);
+  // Not Exif, broken or cut short anywhere: "as stored", never a read past the end.
+  const bytes_t xmp = with_app1(jpeg, {'h', 't', 't', 'p', ':', '/', '/', 'n', 's', 0});
+  EXPECT_EQ(ci::jpeg_orientation(xmp), 1);
+  const bytes_t turned = with_app1(jpeg, orientation_payload(8));
+  for (std::size_t n = 0; n < 120 && n < turned.size(); ++n) {
+    const int o = ci::jpeg_orientation(bytes_t(turned.begin(), turned.begin() + n));
+    EXPECT_TRUE(o == 1 || o == 8) << n;
+  }
+  EXPECT_EQ(ci::jpeg_orientation(bytes_t{0xff, 0xd8, 0xff, 0xe1, 0xff, 0xff}), 1);
+  EXPECT_EQ(ci::jpeg_orientation(bytes_t{'P', '5'}), 1);
+}
+
+TEST(Jpeg, DecodingIntoACallersBufferGivesTheSamePixels) {
+  const bytes_t jpeg = ci::encode_jpeg(smooth(24, 16, 3), 90);
+  for (const int o : {1, 6}) {
+    const bytes_t file = o == 1 ? jpeg : with_app1(jpeg, orientation_payload(o));
+    const ci::image8 expected = ci::decode_image(file, {});
+    std::vector<std::uint8_t> buffer;
+    int calls = 0;
+    const ci::image_shape shape = ci::decode_image_into(file, {}, [&](const ci::image_shape& s) {
+      ++calls;
+      buffer.assign(s.bytes() + 5, 0); // a larger buffer is fine
+      return std::span<std::uint8_t>(buffer);
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(shape.width, expected.width);
+    EXPECT_EQ(shape.height, expected.height);
+    EXPECT_EQ(shape.channels, 3);
+    buffer.resize(shape.bytes());
+    EXPECT_EQ(buffer, expected.pixels) << o;
+  }
+  // Other formats are decoded, then copied.
+  const ci::image8 gray = smooth(9, 7, 1);
+  std::vector<std::uint8_t> buffer;
+  const ci::image_shape shape =
+      ci::decode_image_into(ci::encode_png(gray), {}, [&](const ci::image_shape& s) {
+        buffer.resize(s.bytes());
+        return std::span<std::uint8_t>(buffer);
+      });
+  EXPECT_EQ(shape.channels, 1);
+  EXPECT_EQ(buffer, gray.pixels);
+  // A sink that returns too little is refused before anything is written.
+  EXPECT_THROW((void)ci::decode_image_into(jpeg, {},
+                                           [&](const ci::image_shape&) {
+                                             return std::span<std::uint8_t>(buffer.data(), 3);
+                                           }),
+               std::invalid_argument);
+  // A bad file is still an image_error, and the sink is never called.
+  bool called = false;
+  EXPECT_THROW((void)ci::decode_image_into(bytes_t{0xff, 0xd8, 0xff, 0xe0, 0, 2}, {},
+                                           [&](const ci::image_shape&) {
+                                             called = true;
+                                             return std::span<std::uint8_t>(buffer);
+                                           }),
+               ci::image_error);
+  EXPECT_FALSE(called);
+}

@@ -234,6 +234,37 @@ TEST(Program, JpegInputsAndJpegEdgeImages) {
   EXPECT_EQ(lines_of(out / "features.jsonl").size(), 3U);
 }
 
+TEST(Program, CeilingModeDecodesAndWritesOnly) {
+  ci::test::temp_dir dir("ceiling");
+  const auto jpeg = ci::encode_jpeg(ci::make_synthetic(3, 1, 40, 24), 90);
+  dir.write("in/a.jpg", std::string(jpeg.begin(), jpeg.end()));
+  dir.write("in/b.jpg", "\xff\xd8\xff\xe0 not a JPEG header at all");
+  const auto out = dir.path() / "out";
+  const run_result r = run({"--mode=ceiling", "--progress=none", "-t", "2",
+                            (dir.path() / "in").string(), "-o", out.string()});
+  EXPECT_EQ(r.code, ci::exit_some_failed) << r.err;
+  EXPECT_EQ(count_lines_containing(r.err, "b.jpg: corrupt JPEG"), 1) << r.err;
+  EXPECT_NE(r.out.find("1 ok, 1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mode ceiling, backend cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs are not edge images"), std::string::npos) << r.out;
+  EXPECT_EQ(count_files(out, ".edges.png"), 1);
+}
+
+TEST(Program, GpuDecodeNeedsTheCoroModeOnTheGpu) {
+  // Without a GPU backend, --decode=gpu is a usage error that says why; cpu and auto run.
+  const run_result gpu =
+      run({"--backend=cpu", "--decode=gpu", "-q", "--count", "1", "--size", "16", "--no-write"});
+  EXPECT_EQ(gpu.code, ci::exit_usage);
+  EXPECT_NE(gpu.err.find("--decode=gpu: the run is on the CPU backend"), std::string::npos)
+      << gpu.err;
+  for (const char* decode : {"--decode=cpu", "--decode=auto"}) {
+    const run_result r =
+        run({"--backend=cpu", decode, "-q", "--count", "1", "--size", "16", "--no-write"});
+    EXPECT_EQ(r.code, ci::exit_ok) << decode << r.err;
+  }
+  EXPECT_EQ(run({"--decode=fast", "-q", "--count", "1", "--no-write"}).code, ci::exit_usage);
+}
+
 TEST(Program, UsageErrorsNameTheProgram) {
   // Regression: CLI11's own message, "At Most 1 required but received 2", had no prefix.
   const run_result r = run({"-o", "a", "-o", "b"});

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Known-answer tests of the CPU reference stages (the GPU kernels are compared with them).
 
+#include "engine.hpp"
 #include "pixel_math.hpp"
 #include "stages.hpp"
+#include "trace_log.hpp"
 
 #include <gtest/gtest.h>
 
@@ -214,5 +216,71 @@ TEST(Stages, GrayscaleIsTheScalarFormulaBitForBitForEveryPixelValue) {
     const float v = 0.299f * static_cast<float>(p[0]) + 0.587f * static_cast<float>(p[1]) +
                     0.114f * static_cast<float>(p[2]);
     ASSERT_EQ(c.pixels[i], v / 255.0f) << i;
+  }
+}
+
+// The engines take 8-bit pixels and convert them in their stages: the CPU engine's result
+// is the reference pipeline's, gray or colour.
+TEST(Stages, CpuEngineOnEightBitPixelsEqualsTheReferencePipeline) {
+  ci::trace_log log;
+  const auto engine = ci::make_cpu_engine(log);
+  for (const int channels : {1, 3}) {
+    ci::image8 img{37, 23, channels, {}};
+    for (int i = 0; i < 37 * 23 * channels; ++i) {
+      img.pixels.push_back(static_cast<std::uint8_t>((i * 131) ^ (i >> 3)));
+    }
+    const ci::image_shape shape{img.width, img.height, img.channels};
+    const std::span<std::uint8_t> in = engine->input(shape);
+    ASSERT_GE(in.size(), shape.bytes());
+    std::copy(img.pixels.begin(), img.pixels.end(), in.begin());
+    const ci::result_view r = engine->process(shape, 0);
+    const ci::image_result expected = ci::process_cpu(ci::to_gray(img));
+    EXPECT_EQ(std::vector<std::uint8_t>(r.edges.begin(), r.edges.end()), expected.edges);
+    EXPECT_EQ(r.features, expected.features);
+  }
+}
+
+TEST(Stages, CeilingEngineWritesTheStandInAndNoFeatures) {
+  ci::trace_log log;
+  const auto engine = ci::make_ceiling_engine(log);
+  const ci::image_shape shape{3, 2, 3};
+  const std::span<std::uint8_t> in = engine->input(shape);
+  const std::uint8_t pixels[] = {10, 0, 0, 4, 0, 0, 9, 0, 0, 200, 1, 1, 0, 1, 1, 0, 1, 1};
+  std::copy(std::begin(pixels), std::end(pixels), in.begin());
+  const ci::result_view r = engine->process(shape, 0);
+  EXPECT_EQ(std::vector<std::uint8_t>(r.edges.begin(), r.edges.end()),
+            (std::vector<std::uint8_t>{6, 5, 0, 200, 0, 0}));
+  EXPECT_EQ(r.features, ci::feature_vector{});
+}
+
+TEST(Stages, GrayOfEightBitBuffersRefusesBadShapes) {
+  std::vector<float> out(4);
+  const std::vector<std::uint8_t> px(12);
+  EXPECT_THROW(ci::to_gray({2, 2, 2}, px, out), std::invalid_argument);
+  EXPECT_THROW(ci::to_gray({2, 3, 1}, px, out), std::invalid_argument);
+  EXPECT_THROW(ci::to_gray({2, 2, 3}, std::span(px.data(), 11), out), std::invalid_argument);
+  ci::to_gray({2, 2, 3}, px, out);
+  EXPECT_EQ(out, std::vector<float>(4, 0.0f));
+}
+
+// The orientation map the GPU shares with the CPU: 5-8 swap the axes, and every
+// orientation is a bijection onto the stored image.
+TEST(Stages, OrientedSourceIsABijectionForEveryOrientation) {
+  const int w = 5;
+  const int h = 3;
+  for (int o = 1; o <= 8; ++o) {
+    const int ow = o >= 5 ? h : w;
+    const int oh = o >= 5 ? w : h;
+    std::vector<int> hits(static_cast<std::size_t>(w * h), 0);
+    for (int y = 0; y < oh; ++y) {
+      for (int x = 0; x < ow; ++x) {
+        int sx = -1;
+        int sy = -1;
+        ci::oriented_source(x, y, w, h, o, sx, sy);
+        ASSERT_TRUE(sx >= 0 && sx < w && sy >= 0 && sy < h) << o;
+        ++hits[static_cast<std::size_t>(sy * w + sx)];
+      }
+    }
+    EXPECT_EQ(hits, std::vector<int>(static_cast<std::size_t>(w * h), 1)) << o;
   }
 }

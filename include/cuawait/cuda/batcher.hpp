@@ -47,6 +47,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <span>
@@ -117,7 +118,13 @@ private:
   class backend {
   public:
     using job_type = Job;
-    using ticket = cudaEvent_t;
+    //! A submitted batch: an event behind its work (or none: then the stream is queried),
+    //! and the error to give its jobs once that work has finished.
+    struct ticket {
+      cudaEvent_t event = nullptr;
+      stream_ref stream;
+      std::exception_ptr error;
+    };
 
     backend(enqueue_fn enqueue, std::size_t streams) : m_enqueue(std::move(enqueue)) {
       if (streams == 0) {
@@ -143,34 +150,52 @@ private:
       }
     }
 
+    // A failure never blocks this thread (coroutines resume on it): part of the batch may
+    // be enqueued, so the ticket carries the error and the jobs' owners resume with it only
+    // once that part has finished (they reuse their buffers then).
     ticket submit(std::span<Job* const> jobs) {
-      const stream_ref s = m_streams[m_next++ % m_streams.size()];
+      ticket t{nullptr, m_streams[m_next++ % m_streams.size()], nullptr};
       try {
-        m_enqueue(jobs, s);
+        m_enqueue(jobs, t.stream);
       } catch (...) {
-        // Part of the batch may be enqueued: let it finish before the jobs' owners resume
-        // and reuse their buffers.
-        (void)try_check(cudaStreamSynchronize(s.get()));
-        throw;
+        t.error = std::current_exception();
       }
-      const cudaEvent_t e = m_events.acquire();
-      const cudaError_t rec = cudaEventRecord(e, s.get());
+      try {
+        t.event = m_events.acquire();
+      } catch (...) { // no event: done() queries the stream instead
+        return t;
+      }
+      const cudaError_t rec = cudaEventRecord(t.event, t.stream.get());
       if (rec != cudaSuccess) {
-        m_events.release(e);
-        (void)try_check(cudaStreamSynchronize(s.get()));
-        check(rec, "batch", "cudaEventRecord");
+        m_events.release(t.event);
+        t.event = nullptr; // done() queries the stream instead
+        if (!t.error) {
+          try {
+            check(rec, "batch", "cudaEventRecord");
+          } catch (...) {
+            t.error = std::current_exception();
+          }
+        }
       }
-      return e;
+      return t;
     }
 
-    bool done(ticket& e) {
-      const cudaError_t q = cudaEventQuery(e);
+    bool done(ticket& t) {
+      const cudaError_t q =
+          t.event != nullptr ? cudaEventQuery(t.event) : cudaStreamQuery(t.stream.get());
       if (q == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return false;
       }
-      m_events.release(e);
-      check(q, "batch", "cudaEventQuery");
+      const char* api = t.event != nullptr ? "cudaEventQuery" : "cudaStreamQuery";
+      if (t.event != nullptr) {
+        m_events.release(t.event);
+        t.event = nullptr;
+      }
+      if (t.error) {
+        std::rethrow_exception(t.error);
+      }
+      check(q, "batch", api);
       return true;
     }
 

@@ -31,7 +31,14 @@
 
 namespace cuawait::cuda {
 
+class device_context;
 class region_cache;
+
+namespace detail {
+class release_thread;
+//! The release thread of `ctx` (see `cuawait/cuda/detail/deferred_release.hpp`).
+[[nodiscard]] release_thread* release_thread_of(device_context& ctx) noexcept;
+} // namespace detail
 
 //! How a `device_context` is created.
 struct device_context_options {
@@ -61,6 +68,13 @@ public:
 //! or finish the work first (a `runtime` does); buffers taken from its pools must be
 //! released before it (device memory is then returned by CUDA; a pinned block still in
 //! use is a bug).
+//!
+//! Releases that block (`cudaFree`, `cudaFreeHost`, the pinned pool's frees past its cache
+//! limit or in `trim()`, a `mapped_buffer` or `arena_pair` dying, fallbacks that must wait
+//! for a stream) are handed to the context's *release thread* when they happen on a thread
+//! that uses the context, so they never block a thread that resumes coroutines. The thread
+//! starts with the first such release; the destructor runs every release still queued
+//! before it returns.
 class device_context {
 public:
   //! Makes the device current on the calling thread while it sets things up (and restores
@@ -82,9 +96,15 @@ public:
   [[nodiscard]] device_memory_pool& memory() noexcept { return *m_memory; }
   //! The graphs of `cached_region`s awaited on this device (cuda/region.hpp).
   [[nodiscard]] region_cache& regions() noexcept { return *m_regions; }
+  //! Returns once every release handed to the release thread before the call has run (the
+  //! memory is back with CUDA). Blocks: not for a coroutine's thread.
+  void drain_releases() noexcept;
 
 private:
+  friend detail::release_thread* detail::release_thread_of(device_context& ctx) noexcept;
+
   int m_device = 0;
+  std::unique_ptr<detail::release_thread> m_release; // first made, last destroyed
   std::unique_ptr<gpu_reactor> m_reactor;
   std::unique_ptr<pinned_pool> m_pinned;
   std::unique_ptr<device_memory_pool> m_memory;

@@ -8,8 +8,12 @@
 //! small results and host<->kernel signalling, not for bulk data.
 //!
 //! The release rule: `cudaFreeHost` does not wait for kernels that use the memory. Await
-//! (or synchronize) every piece of GPU work that touches the buffer before it dies. Not
-//! pooled: creating one is slow (milliseconds for large sizes); keep them for long.
+//! (or synchronize) every piece of GPU work that touches the buffer before it dies, or
+//! release it with `reset_after(stream)`, which frees it once the stream's work so far has
+//! finished. Not pooled: creating one is slow (milliseconds for large sizes); keep them for
+//! long. The free itself (`cudaFreeHost`, which may wait for the device) runs on the release
+//! thread of the calling thread's device context when it has one, so destroying a buffer
+//! never blocks a coroutine's thread.
 
 #include "cuawait/cuda/error.hpp"
 
@@ -26,8 +30,10 @@ namespace detail {
 //! Allocates `count * element` mapped bytes (zeroed); sets `device` to the device pointer.
 //! @throws cuda_error naming the size; std::length_error on overflow.
 [[nodiscard]] void* mapped_allocate(std::size_t count, std::size_t element, void*& device);
-//! `cudaFreeHost`; never throws.
+//! `cudaFreeHost` on the release thread (or here without a context); never throws.
 void mapped_free(void* host) noexcept;
+//! The same, once the work enqueued on `s` so far has finished; never throws.
+void mapped_free_after(void* host, cudaStream_t s) noexcept;
 } // namespace detail
 
 //! Zero-copy memory for `count` objects of `T` (trivially copyable; zero-initialized).
@@ -83,17 +89,30 @@ public:
   [[nodiscard]] std::span<T> device_span() const noexcept { return {device_data(), m_size}; }
   [[nodiscard]] T& operator[](std::size_t i) const noexcept { return m_host[i]; }
 
-  //! Frees now; the buffer becomes empty.
+  //! Frees now (see the release rule); the buffer becomes empty.
   void reset() noexcept {
     if (m_host != nullptr) {
       detail::mapped_free(m_host);
     }
+    forget();
+  }
+  //! Frees once the work enqueued on `s` so far has finished, without waiting here; the
+  //! buffer becomes empty at once. Work on other streams that uses it must be joined into
+  //! `s` first (`s.wait(other)`).
+  void reset_after(cudaStream_t s) noexcept {
+    if (m_host != nullptr) {
+      detail::mapped_free_after(m_host, s);
+    }
+    forget();
+  }
+
+private:
+  void forget() noexcept {
     m_host = nullptr;
     m_device_raw = nullptr;
     m_size = 0;
   }
 
-private:
   void* m_device_raw = nullptr; // declared first: the host member's initializer sets it
   T* m_host = nullptr;
   std::size_t m_size = 0;

@@ -27,7 +27,8 @@ namespace cuawait::cuda {
 struct pinned_pool_options {
   //! Flags for `cudaHostAlloc`; portable by default (usable from every device).
   unsigned host_alloc_flags = cudaHostAllocPortable;
-  //! Ready cached bytes beyond this go back to the OS (`cudaFreeHost`) when returned.
+  //! Ready cached bytes beyond this go back to the OS (`cudaFreeHost`) when returned. On a
+  //! thread with a device context the free runs on the context's release thread.
   std::size_t max_cached_bytes = std::numeric_limits<std::size_t>::max();
 };
 
@@ -47,13 +48,15 @@ public:
 
   //! @throws cuda_error "pinned_pool: allocate N bytes (cudaHostAlloc): ..."
   [[nodiscard]] void* allocate(std::size_t bytes);
+  //! Hands the block to the release thread of the calling thread's context (`cudaFreeHost`
+  //! there), or frees it here when there is none.
   void deallocate(void* p, std::size_t bytes) noexcept;
   //! Complete, or failed for good (a lost context runs nothing more).
   bool is_complete(fence_type& f) noexcept;
   void wait(fence_type& f) noexcept;
   void discard(fence_type& f) noexcept;
 
-  //! An event recorded on `s`, or nullptr after waiting on the host when recording failed.
+  //! An event recorded on `s`, or nullptr when recording failed.
   [[nodiscard]] fence_type record(cudaStream_t s) noexcept;
 
 private:
@@ -65,6 +68,13 @@ private:
 
 //! A thread-safe pool of page-locked host memory. Move-only is not offered: buffers keep a
 //! reference to their pool, which must outlive them.
+class pinned_pool;
+namespace detail {
+class release_order;
+void pinned_release(pinned_pool& pool, cuawait::detail::size_class_pool<pinned_backend>::block b,
+                    release_order& order) noexcept;
+} // namespace detail
+
 class pinned_pool {
 public:
   //! A block of `bytes` capacity (the size class, >= the request).
@@ -96,12 +106,19 @@ public:
   //! @throws cuda_error naming the size when `cudaHostAlloc` fails; blocks allocated before
   //!         the failure stay cached.
   std::size_t reserve(std::size_t bytes, std::size_t count);
-  //! Frees cached blocks that are ready. @returns the bytes freed.
+  //! Frees cached blocks that are ready (on a thread with a device context, the frees run on
+  //! its release thread: this never blocks there). @returns the bytes freed.
   std::size_t trim() noexcept;
   //! The counters now (bytes held, in use, cached, fenced; allocations; reuses).
   [[nodiscard]] pinned_pool_stats stats() const noexcept;
 
 private:
+  friend void detail::pinned_release(pinned_pool& pool, block b,
+                                     detail::release_order& order) noexcept;
+  //! Frees `b` on the release thread once the device is idle: the last resort when the
+  //! streams that may use it cannot be fenced.
+  void release_after_device_idle(block b) noexcept;
+
   cuawait::detail::size_class_pool<detail::pinned_backend> m_pool;
 };
 

@@ -210,6 +210,13 @@ public:
     release_to_backend(b);
   }
 
+  //! Takes `b` (handed out by this pool) out of the pool's books without giving it back to
+  //! the backend: the caller frees it (e.g. later, on another thread).
+  void abandon(block b) noexcept {
+    m_in_use.fetch_sub(b.bytes, std::memory_order_relaxed);
+    m_held.fetch_sub(b.bytes, std::memory_order_relaxed);
+  }
+
   //! Gives back to the backend every cached block that is ready (fences complete).
   //! @returns the bytes given back.
   std::size_t trim() noexcept {

@@ -5,8 +5,11 @@
 // absolute), the effect of the GPU adding the same doubles in another order.
 // Skips without a CUDA device.
 
+#include "codec.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/jpeg_decoder.hpp"
 #include "cuda/kernels.cuh"
+#include "exif.hpp"
 #include "program.hpp"
 #include "stages.hpp"
 #include "synthetic.hpp"
@@ -21,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -100,23 +104,52 @@ TEST(ImagesKernels, MatchTheCpuReferenceOnRandomImages) {
   }
 }
 
+// The 8-bit path: bytes go up, the GPU converts them to gray floats, applying an EXIF
+// orientation on the way (for GPU-decoded JPEGs). Bit for bit the CPU's
+// to_gray(apply_orientation(...)), gray and colour, every orientation.
+TEST(ImagesKernels, GrayFromBytesMatchesTheCpuInEveryOrientation) {
+  CUAWAIT_REQUIRE_GPU();
+  std::mt19937 gen(7);
+  for (const int channels : {1, 3}) {
+    for (const auto& sz : {std::pair{1, 1}, std::pair{17, 5}, std::pair{130, 67}}) {
+      ci::image8 img{sz.first, sz.second, channels, {}};
+      img.pixels.resize(static_cast<std::size_t>(sz.first) * sz.second * channels);
+      for (std::uint8_t& p : img.pixels) {
+        p = static_cast<std::uint8_t>(gen());
+      }
+      device_array<std::uint8_t> raw(img.pixels.size());
+      device_array<float> gray(img.pixel_count());
+      CUAWAIT_CUDA_CHECK("test H2D", cudaMemcpy(raw.ptr, img.pixels.data(), img.pixels.size(),
+                                                cudaMemcpyHostToDevice));
+      for (int o = 1; o <= 8; ++o) {
+        ci::gpu::launch_gray(raw.ptr, img.width, img.height, channels, o, gray.ptr, cudaStream_t{});
+        CUAWAIT_CUDA_CHECK("test sync", cudaDeviceSynchronize());
+        const ci::gray_image expected = ci::to_gray(ci::apply_orientation(img, o));
+        EXPECT_EQ(gray.download(), expected.pixels)
+            << channels << " channels, " << sz.first << "x" << sz.second << ", orientation " << o;
+      }
+    }
+  }
+}
+
 TEST(ImagesKernels, KnownAnswersHoldOnTheGpu) {
   CUAWAIT_REQUIRE_GPU();
   // A vertical step: all weight in bin 0, 8 per row (see stages_test.cpp).
   const int w = 32;
   const int h = 12;
-  ci::gray_image img{w, h, std::vector<float>(static_cast<std::size_t>(w) * h, 0.0f)};
+  ci::image8 bytes{w, h, 1, std::vector<std::uint8_t>(static_cast<std::size_t>(w) * h, 0)};
   for (int y = 0; y < h; ++y) {
     for (int x = 16; x < w; ++x) {
-      img.pixels[static_cast<std::size_t>(y) * w + x] = 1.0f;
+      bytes.pixels[static_cast<std::size_t>(y) * w + x] = 255; // 1.0 exactly once gray
     }
   }
+  const ci::gray_image img = ci::to_gray(bytes);
   const auto backend = ci::make_cuda_backend();
   ci::trace_log log;
   const auto engine = backend->make_engine(log);
-  const std::span<float> input = engine->input(img.pixel_count());
-  std::copy(img.pixels.begin(), img.pixels.end(), input.begin());
-  const ci::result_view r = engine->process(w, h, 0);
+  const std::span<std::uint8_t> input = engine->input({w, h, 1});
+  std::copy(bytes.pixels.begin(), bytes.pixels.end(), input.begin());
+  const ci::result_view r = engine->process({w, h, 1}, 0);
   double total = 0;
   for (int i = 0; i < ci::feature_count; ++i) {
     total += r.features[static_cast<std::size_t>(i)];
@@ -203,5 +236,138 @@ TEST(ImagesProgram, EveryGpuModeMatchesTheCpuBackend) {
       EXPECT_EQ(bytes_a, bytes_b) << mode << " " << name; // bit-identical edge images
     }
   }
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A smooth colour or gray test photo (JPEG keeps such images within a few levels).
+ci::image8 smooth_photo(int w, int h, int channels) {
+  ci::image8 img{w, h, channels, {}};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        const double v = 128 + 90 * std::sin(0.05 * x + 0.3 * c) * std::cos(0.07 * y);
+        img.pixels.push_back(static_cast<std::uint8_t>(v));
+      }
+    }
+  }
+  return img;
+}
+
+// `jpeg` with an APP1 Exif segment whose IFD0 holds only the orientation (little endian).
+std::vector<std::uint8_t> with_orientation(const std::vector<std::uint8_t>& jpeg, int o) {
+  const std::vector<std::uint8_t> payload = {'E', 'x',  'i',  'f', 0,
+                                             0,   'I',  'I',  42,  0,
+                                             8,   0,    0,    0,   1,
+                                             0,   0x12, 0x01, 3,   0,
+                                             1,   0,    0,    0,   static_cast<std::uint8_t>(o),
+                                             0,   0,    0,    0,   0,
+                                             0,   0};
+  const std::size_t length = payload.size() + 2;
+  std::vector<std::uint8_t> out;
+  out.reserve(jpeg.size() + length + 2);
+  for (const std::uint8_t b :
+       {std::uint8_t{0xff}, std::uint8_t{0xd8}, std::uint8_t{0xff}, std::uint8_t{0xe1},
+        static_cast<std::uint8_t>(length >> 8), static_cast<std::uint8_t>(length)}) {
+    out.push_back(b);
+  }
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
+  return out;
+}
+
+void write_bytes(const std::filesystem::path& p, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string first_line_with(const std::filesystem::path& p, const std::string& what) {
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(what) != std::string::npos) {
+      return line;
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+// GPU decode against the CPU path on the same files. nvJPEG's IDCT and colour conversion
+// are not libjpeg's, so the pixels may differ by a few levels: the sizes must be equal
+// (EXIF orientation applied) and each histogram close, within 3% of its L1 norm. Bad files
+// fail with the CPU decoder's reason. Skips where the build has no nvJPEG.
+TEST(ImagesProgram, GpuDecodedJpegsMatchTheCpuDecodedOnes) {
+  CUAWAIT_REQUIRE_GPU();
+  if (!ci::gpu::jpeg_decoder::built_in()) {
+    GTEST_SKIP() << "this build has no nvJPEG";
+  }
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cuawait-images-nvjpeg-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "in");
+  std::vector<std::string> names;
+  for (const int channels : {1, 3}) {
+    const std::vector<std::uint8_t> jpeg = ci::encode_jpeg(smooth_photo(320, 240, channels), 92);
+    for (int o = 1; o <= 8; ++o) {
+      const std::string name = "c" + std::to_string(channels) + "-o" + std::to_string(o) + ".jpg";
+      write_bytes(dir / "in" / name, with_orientation(jpeg, o));
+      names.push_back(name);
+    }
+  }
+  const std::vector<std::uint8_t> good = ci::encode_jpeg(smooth_photo(64, 64, 3), 90);
+  write_bytes(dir / "in" / "z-truncated.jpg",
+              std::vector<std::uint8_t>(
+                  good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
+  write_bytes(dir / "in" / "z-header.jpg", {0xff, 0xd8, 0xff, 0xe0, 0, 4, 'x', 'y', 0xff, 0xd9});
+  const auto backend = ci::make_cuda_backend();
+  for (const char* decode : {"cpu", "gpu"}) {
+    const int code =
+        run_images({"--backend=cuda", "--mode=coro", std::string("--decode=") + decode, "-q", "-t",
+                    "3", (dir / "in").string(), "-o", (dir / decode).string(), "--trace",
+                    (dir / (std::string(decode) + ".json")).string()},
+                   backend.get());
+    EXPECT_EQ(code, ci::exit_some_failed) << decode; // the two bad files
+  }
+  // Which files nvJPEG decoded: their first GPU step is named after it.
+  std::ifstream trace(dir / "gpu.json");
+  const std::string text((std::istreambuf_iterator<char>(trace)), {});
+  std::size_t decoded = 0;
+  for (std::size_t at = text.find("\"name\":\"nvjpeg\""); at != std::string::npos;
+       at = text.find("\"name\":\"nvjpeg\"", at + 1)) {
+    ++decoded;
+  }
+  // Colour baseline files must be; a backend that sends gray ones to the CPU is allowed
+  // (the summary counts them), so the total is printed for the record.
+  std::printf("nvJPEG decoded %zu of %zu good files\n", decoded, names.size());
+  EXPECT_GE(decoded, names.size() / 2);
+  for (const std::string& name : names) {
+    const std::string cpu = first_line_with(dir / "cpu" / "features.jsonl", name);
+    const std::string gpu = first_line_with(dir / "gpu" / "features.jsonl", name);
+    ASSERT_FALSE(cpu.empty() || gpu.empty()) << name;
+    EXPECT_EQ(cpu.substr(0, cpu.find("\"hog\"")), gpu.substr(0, gpu.find("\"hog\""))) << name;
+    auto hog = [](const std::string& line) {
+      std::stringstream s(line.substr(line.find("\"hog\":[") + 7));
+      std::vector<double> v;
+      for (std::string item; std::getline(s, item, ',');) {
+        v.push_back(std::stod(item));
+      }
+      return v;
+    };
+    const std::vector<double> a = hog(cpu);
+    const std::vector<double> b = hog(gpu);
+    ASSERT_EQ(a.size(), b.size());
+    double diff = 0;
+    double norm = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      diff += std::fabs(a[k] - b[k]);
+      norm += std::fabs(a[k]);
+    }
+    EXPECT_LE(diff, 0.03 * norm) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "gpu" / "z-truncated.edges.png"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "gpu" / "z-header.edges.png"));
   std::filesystem::remove_all(dir);
 }

@@ -39,9 +39,10 @@ public:
   void add(cudaStream_t s);
 
   //! Makes the primary stream wait for the work enqueued so far on every extra stream,
-  //! then forgets them. Never throws: a failure is reported (check_noexcept) and the
-  //! primary stream is synchronized with the extra one on the host instead.
-  void join() noexcept;
+  //! then forgets them. Never throws: a failure is reported (check_noexcept) and false is
+  //! returned; the caller must then release only once the device is idle
+  //! (`release_after_device_idle`), never on the calling thread.
+  [[nodiscard]] bool join() noexcept;
 
 private:
   cudaStream_t m_primary{};

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+//! @file
+//! `gate`: GPU work that is *skipped* when a stop is requested before the GPU reaches it.
+//!
+//! A stop request ends a wait, never GPU work (docs/CANCELLATION.md): the work a cancelled
+//! job had queued runs on. Work enqueued through a gate is different: each gated unit (one
+//! `launch`, or everything one `run` enqueues) becomes a small graph whose first node, a
+//! one-thread kernel, reads the gate's "closed" word from pinned host memory and sets the
+//! condition of an IF node holding the unit. Once the gate's stop token is stopped (or
+//! `close()` is called), every unit the GPU has not started yet costs that one tiny kernel
+//! and nothing else. A unit already running finishes.
+//!
+//! ```cpp
+//! task<void> job(cuda::stream_lease s, float* d, int n) {
+//!   cuda::gate g(s, co_await cuawait::get_stop_token()); // the job's token
+//!   for (int i = 0; i < 100; ++i) {
+//!     g.launch(step, grid, block, d, n);  // skipped from the first not yet started on a stop
+//!   }
+//!   co_await s;
+//! }
+//! ```
+//!
+//! Opt-in and per unit: plain stream operations are never gated and cost nothing more.
+//! A gated unit costs host time to build and instantiate its graph (see
+//! `bench/cuda/cancel_bench.cu` for the figure on the test machine), so gate units of real
+//! work (a kernel of a millisecond, a pipeline step), not each of many tiny operations:
+//! `run` puts several operations behind one check. What a unit may contain is what CUDA
+//! allows in a conditional node's body: kernels, and copies and memsets between device
+//! memory and pinned or mapped host memory (no pageable host memory, no allocations, no
+//! host functions, no event records); anything else fails the unit with `cuda_error`.
+
+#include "cuawait/cuda/error.hpp"
+#include "cuawait/cuda/operation.hpp"
+#include "cuawait/cuda/pinned_pool.hpp"
+#include "cuawait/cuda/stream.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+
+namespace cuawait::cuda {
+
+namespace detail {
+
+//! The words a gate shares with its check kernel (in pinned host memory).
+struct gate_words {
+  unsigned closed;  //!< written by the host: nonzero skips every unit not yet started
+  unsigned ran;     //!< units the check let run (written by the GPU)
+  unsigned skipped; //!< units the check skipped (written by the GPU)
+};
+
+//! A unit under construction: its graph, with the stream capturing into the IF node's body.
+struct gate_unit {
+  cudaGraph_t graph = nullptr;
+};
+
+//! Builds the check and the IF node, and starts capturing `s` into the body.
+//! @throws cuda_error
+[[nodiscard]] gate_unit gate_begin(cudaStream_t s, gate_words* device_words,
+                                   const std::source_location& where);
+//! Ends the capture, instantiates the unit and launches it on `s`.
+//! @throws cuda_error (nothing is launched then)
+void gate_end(gate_unit& u, cudaStream_t s, const std::source_location& where);
+//! Ends the capture and drops the unit (after `f` threw).
+void gate_abort(gate_unit& u, cudaStream_t s) noexcept;
+
+//! Sets the closed word (the stop callback).
+struct gate_closer {
+  gate_words* words;
+  void operator()() const noexcept;
+};
+
+} // namespace detail
+
+//! A gate on one stream, closed by a stop request on its token (or by `close()`). Not
+//! copyable or movable (its stop callback points into it). Construct it on a thread with a
+//! device context: its words come from the context's pinned pool and go back to it fenced
+//! behind the stream's work, so destroying the gate while gated work is queued is safe.
+class gate {
+public:
+  //! A gate for work on `s`, closed when `token` is stopped (at once when it already is).
+  //! @throws no_device_context; cuda_error when its words cannot be allocated.
+  gate(stream_ref s, std::stop_token token = {});
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+  //! Gives the words back behind the stream's work; never throws, never waits.
+  ~gate();
+
+  //! Enqueues what `f(stream_ref)` enqueues on the gate's stream as one unit, skipped as a
+  //! whole when the gate is closed by the time the GPU reaches it. `f` must only enqueue
+  //! (see the file comment for what a unit may hold); it runs now, while the stream is
+  //! being captured. @returns the awaitable of the stream's work so far.
+  //! @throws cuda_error when the unit cannot be built (nothing of it is enqueued), or what
+  //! `f` throws (nothing of it is enqueued either).
+  template <class F>
+  requires std::is_invocable_v<F&, stream_ref>
+      operation run(F&& f, std::source_location where = std::source_location::current()) {
+    detail::gate_unit u = detail::gate_begin(m_stream.get(), m_device_words, where);
+    try {
+      f(m_stream);
+    } catch (...) {
+      detail::gate_abort(u, m_stream.get());
+      throw;
+    }
+    detail::gate_end(u, m_stream.get(), where);
+    return {m_stream.get(), "gated work", where};
+  }
+
+  //! `kernel<<<grid, block>>>(args...)` as one gated unit.
+  template <class... Params, class... Args>
+  requires(sizeof...(Params) == sizeof...(Args) &&
+           (std::is_convertible_v<Args&&, Params> && ...)) operation
+      launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+    return run(
+        [&](stream_ref s) { (void)s.launch(kernel, grid, block, std::forward<Args>(args)...); },
+        std::source_location::current());
+  }
+  //! The same with a `launch_config` (dynamic shared memory).
+  template <class... Params, class... Args>
+  requires(sizeof...(Params) == sizeof...(Args) &&
+           (std::is_convertible_v<Args&&, Params> && ...)) operation
+      launch(launch_config cfg, void (*kernel)(Params...), Args&&... args) {
+    return run([&](stream_ref s) { (void)s.launch(cfg, kernel, std::forward<Args>(args)...); },
+               std::source_location::current());
+  }
+
+  //! Closes the gate by hand: units the GPU has not started are skipped.
+  void close() noexcept { detail::gate_closer{m_words}(); }
+  //! True once closed (by the token or `close()`).
+  [[nodiscard]] bool closed() const noexcept;
+  //! Units the GPU ran / skipped so far. Exact once the stream has passed them (e.g. after
+  //! `co_await s.drain()`).
+  [[nodiscard]] std::uint32_t ran() const noexcept;
+  [[nodiscard]] std::uint32_t skipped() const noexcept;
+  //! The gate's stream.
+  [[nodiscard]] stream_ref stream() const noexcept { return m_stream; }
+
+private:
+  stream_ref m_stream;
+  pinned_pool* m_pool;
+  pinned_pool::block m_block;
+  detail::gate_words* m_words;        // host view
+  detail::gate_words* m_device_words; // the same memory, for the check kernel
+  std::optional<std::stop_callback<detail::gate_closer>> m_on_stop;
+};
+
+} // namespace cuawait::cuda

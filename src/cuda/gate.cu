@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// The gate's check kernel and the construction of a gated unit: [check] -> IF(condition) {
+// body captured from the stream }. The condition is reset to 0 (skip) at every launch; the
+// check sets it to 1 while the gate is open.
+#include "cuawait/cuda/gate.hpp"
+
+#include <atomic>
+#include <string>
+
+namespace cuawait::cuda {
+namespace detail {
+
+namespace {
+
+__global__ void gate_check(cudaGraphConditionalHandle h, gate_words* w) {
+  volatile gate_words* v = w;
+  const bool open = v->closed == 0;
+  cudaGraphSetConditional(h, open ? 1U : 0U);
+  // One thread, and the units of one gate run in stream order: plain increments suffice.
+  if (open) {
+    v->ran = v->ran + 1;
+  } else {
+    v->skipped = v->skipped + 1;
+  }
+}
+
+void fail(cudaError_t e, const char* api, const std::source_location& where) {
+  check(e, "gated work", api, where);
+}
+
+cudaError_t add_node(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t* deps,
+                     std::size_t n, cudaGraphNodeParams* p) {
+#if CUDART_VERSION >= 13000
+  return cudaGraphAddNode(out, g, deps, nullptr, n, p);
+#else
+  return cudaGraphAddNode_v2(out, g, deps, nullptr, n, p);
+#endif
+}
+
+} // namespace
+
+gate_unit gate_begin(cudaStream_t s, gate_words* device_words, const std::source_location& where) {
+  gate_unit u;
+  fail(cudaGraphCreate(&u.graph, 0), "cudaGraphCreate", where);
+  try {
+    cudaGraphConditionalHandle h{};
+    fail(cudaGraphConditionalHandleCreate(&h, u.graph, 0, cudaGraphCondAssignDefault),
+         "cudaGraphConditionalHandleCreate", where);
+    void* args[] = {&h, &device_words};
+    cudaKernelNodeParams kp{};
+    kp.func = reinterpret_cast<void*>(&gate_check);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    cudaGraphNode_t check_node = nullptr;
+    fail(cudaGraphAddKernelNode(&check_node, u.graph, nullptr, 0, &kp), "cudaGraphAddKernelNode",
+         where);
+    cudaGraphNodeParams cp{};
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = h;
+    cp.conditional.type = cudaGraphCondTypeIf;
+    cp.conditional.size = 1;
+    cudaGraphNode_t if_node = nullptr;
+    fail(add_node(&if_node, u.graph, &check_node, 1, &cp), "cudaGraphAddNode (conditional)", where);
+    fail(cudaStreamBeginCaptureToGraph(s, cp.conditional.phGraph_out[0], nullptr, nullptr, 0,
+                                       cudaStreamCaptureModeThreadLocal),
+         "cudaStreamBeginCaptureToGraph", where);
+  } catch (...) {
+    (void)try_check(cudaGraphDestroy(u.graph));
+    throw;
+  }
+  return u;
+}
+
+void gate_end(gate_unit& u, cudaStream_t s, const std::source_location& where) {
+  cudaGraph_t captured = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &captured);
+  cudaGraphExec_t exec = nullptr;
+  const char* api = "cudaStreamEndCapture";
+  if (e == cudaSuccess) {
+    api = "cudaGraphInstantiate";
+    e = cudaGraphInstantiate(&exec, u.graph, 0);
+  }
+  if (e == cudaSuccess) {
+    api = "cudaGraphLaunch";
+    e = cudaGraphLaunch(exec, s);
+  }
+  if (exec != nullptr) {
+    // Freed by CUDA once the launch has finished.
+    check_noexcept(cudaGraphExecDestroy(exec), "gated work", "cudaGraphExecDestroy");
+  }
+  check_noexcept(cudaGraphDestroy(std::exchange(u.graph, nullptr)), "gated work",
+                 "cudaGraphDestroy");
+  if (e != cudaSuccess) {
+    fail(e, api, where);
+  }
+}
+
+void gate_abort(gate_unit& u, cudaStream_t s) noexcept {
+  cudaGraph_t captured = nullptr;
+  (void)try_check(cudaStreamEndCapture(s, &captured));
+  (void)try_check(cudaGraphDestroy(std::exchange(u.graph, nullptr)));
+}
+
+void gate_closer::operator()() const noexcept {
+  std::atomic_ref<unsigned>(words->closed).store(1, std::memory_order_release);
+}
+
+} // namespace detail
+
+gate::gate(stream_ref s, std::stop_token token)
+    : m_stream(s), m_pool(&pinned_pool::current()),
+      m_block(m_pool->allocate(sizeof(detail::gate_words))),
+      m_words(static_cast<detail::gate_words*>(m_block.ptr)), m_device_words(nullptr) {
+  *m_words = {0, 0, 0};
+  void* d = nullptr;
+  const cudaError_t e = cudaHostGetDevicePointer(&d, m_block.ptr, 0);
+  if (e != cudaSuccess) {
+    m_pool->deallocate(m_block);
+    check(e, "gate: map its words", "cudaHostGetDevicePointer");
+  }
+  m_device_words = static_cast<detail::gate_words*>(d);
+  if (token.stop_possible()) {
+    (void)m_on_stop.emplace(std::move(token), detail::gate_closer{m_words});
+  }
+}
+
+gate::~gate() {
+  m_on_stop.reset(); // returns once a callback running on another thread has finished
+  m_pool->deallocate(m_block, m_stream);
+}
+
+bool gate::closed() const noexcept {
+  return std::atomic_ref<unsigned>(m_words->closed).load(std::memory_order_acquire) != 0;
+}
+
+std::uint32_t gate::ran() const noexcept {
+  return std::atomic_ref<unsigned>(m_words->ran).load(std::memory_order_acquire);
+}
+
+std::uint32_t gate::skipped() const noexcept {
+  return std::atomic_ref<unsigned>(m_words->skipped).load(std::memory_order_acquire);
+}
+
+} // namespace cuawait::cuda
