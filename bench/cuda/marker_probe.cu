@@ -219,8 +219,7 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(pool)});
     std::vector<cuawait::task<void>> ts;
     for (auto& p : pt) {
-      ts.push_back(
-          cuawait_rounds(w == way::cuawait_pool ? &rt.pool() : nullptr, p, iters, bytes));
+      ts.push_back(cuawait_rounds(w == way::cuawait_pool ? &rt.pool() : nullptr, p, iters, bytes));
     }
     const auto t0 = probe_clock::now();
     rt.run(all_of(std::move(ts)));

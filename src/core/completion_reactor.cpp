@@ -5,9 +5,9 @@
 #include "cuawait/detail/trampoline.hpp"
 
 #include <algorithm>
-#include <string_view>
-#include <cstdlib>
 #include <bit>
+#include <cstdlib>
+#include <string_view>
 
 namespace cuawait::detail {
 
