@@ -228,6 +228,7 @@ void bench_stop(int waits) {
 } // namespace
 
 int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0); // a bench killed by a timeout still shows its lines
   const bool quick = argc > 1 && std::string_view(argv[1]) == "--quick";
   cu::device_context ctx;
   const cu::default_context_scope everywhere(ctx);
