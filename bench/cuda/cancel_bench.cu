@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <source_location>
 #include <stop_token>
 #include <string_view>
 #include <thread>
@@ -201,9 +202,14 @@ void bench_stop(int waits) {
   std::atomic<int> resumed{0};
   (void)s.launch(busy, dim3(1), dim3(1), flags.device_data(), 0, 20'000 * cycles_per_ms(),
                  flags.device_data() + 1);
+  // Every wait awaits one event behind the held kernel: ten thousand awaits of the stream
+  // itself would each enqueue a marker, and a stream's queue behind a kernel that does not
+  // end holds about a thousand (the enqueue would block until the kernel ends).
+  cu::event behind;
+  s.record(behind);
   const auto waiter = [&]() -> ca::task<void> {
     try {
-      co_await cu::operation(s.get(), "held").with_stop_token(stop.get_token());
+      co_await cu::event_wait(behind.get(), std::source_location::current(), stop.get_token());
     } catch (const ca::operation_cancelled&) {
     }
     resumed.fetch_add(1, std::memory_order_relaxed);

@@ -34,11 +34,11 @@ double since(clk::time_point t0) {
   return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
 }
 
-#define TIMED(label, call)                                                                     \
-  do {                                                                                         \
-    const auto t0_ = clk::now();                                                               \
-    const cudaError_t e_ = (call);                                                             \
-    std::printf("  %-44s %10.1f us  %s\n", label, since(t0_), cudaGetErrorName(e_));          \
+#define TIMED(label, call)                                                                         \
+  do {                                                                                             \
+    const auto t0_ = clk::now();                                                                   \
+    const cudaError_t e_ = (call);                                                                 \
+    std::printf("  %-44s %10.1f us  %s\n", label, since(t0_), cudaGetErrorName(e_));               \
   } while (0)
 
 //! One gated unit, built the way the library builds it; `upload`: instantiate with an
@@ -114,8 +114,9 @@ int main() {
     std::memset(host, 0, 4 * sizeof(int));
     spin<<<1, 1, 0, s>>>(dev, dev + 1);
     std::printf("gate probe: stream held (%s)\n",
-                upload ? "instantiate with upload on the stream"
-                       : (keep ? "exec destroyed after the stream is idle" : "as the library does"));
+                upload
+                    ? "instantiate with upload on the stream"
+                    : (keep ? "exec destroyed after the stream is idle" : "as the library does"));
     const auto t0 = clk::now();
     cudaGraphExec_t x = unit(s, dev + 2, dev + 3, upload, keep);
     std::printf("  %-44s %10.1f us\n", "whole unit, host time", since(t0));

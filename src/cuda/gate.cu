@@ -4,7 +4,10 @@
 // check sets it to 1 while the gate is open.
 #include "cuawait/cuda/gate.hpp"
 
+#include "cuawait/cuda/detail/deferred_release.hpp"
+
 #include <atomic>
+#include <cstddef>
 #include <string>
 
 namespace cuawait::cuda {
@@ -72,22 +75,91 @@ gate_unit gate_begin(cudaStream_t s, gate_words* device_words, const std::source
   return u;
 }
 
-void gate_end(gate_unit& u, cudaStream_t s, const std::source_location& where) {
+void gate_in_flight::reap() noexcept {
+  std::size_t n = 0;
+  for (; n < launched.size(); ++n) {
+    const cudaError_t q = cudaEventQuery(launched[n].done);
+    if (q == cudaErrorNotReady) {
+      break; // one stream: the units after it have not finished either
+    }
+    if (q != cudaSuccess) {
+      (void)cudaGetLastError(); // an error after which the GPU runs nothing more: done too
+    }
+    check_noexcept(cudaGraphExecDestroy(launched[n].exec), "gated work", "cudaGraphExecDestroy");
+    spare_events.push_back(launched[n].done);
+  }
+  launched.erase(launched.begin(), launched.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+void gate_in_flight::destroy_all() noexcept {
+  for (const gate_launched& l : launched) {
+    (void)try_check(cudaEventSynchronize(l.done));
+    check_noexcept(cudaGraphExecDestroy(l.exec), "gated work", "cudaGraphExecDestroy");
+    (void)try_check(cudaEventDestroy(l.done));
+  }
+  for (cudaEvent_t e : spare_events) {
+    (void)try_check(cudaEventDestroy(e));
+  }
+  launched.clear();
+  spare_events.clear();
+}
+
+namespace {
+void destroy_in_flight(void* p) noexcept {
+  auto* f = static_cast<gate_in_flight*>(p);
+  f->destroy_all();
+  delete f;
+}
+} // namespace
+
+void gate_end(gate_unit& u, cudaStream_t s, gate_in_flight& flight,
+              const std::source_location& where) {
   cudaGraph_t captured = nullptr;
   cudaError_t e = cudaStreamEndCapture(s, &captured);
+  flight.reap(); // not while capturing: a query then would invalidate the capture
   cudaGraphExec_t exec = nullptr;
   const char* api = "cudaStreamEndCapture";
   if (e == cudaSuccess) {
     api = "cudaGraphInstantiate";
     e = cudaGraphInstantiate(&exec, u.graph, 0);
   }
+  cudaEvent_t done = nullptr;
+  if (e == cudaSuccess) {
+    if (flight.spare_events.empty()) {
+      api = "cudaEventCreateWithFlags";
+      e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    } else {
+      done = flight.spare_events.back();
+      flight.spare_events.pop_back();
+    }
+  }
+  bool launched = false;
   if (e == cudaSuccess) {
     api = "cudaGraphLaunch";
     e = cudaGraphLaunch(exec, s);
+    launched = e == cudaSuccess;
+  }
+  if (e == cudaSuccess) {
+    api = "cudaEventRecord";
+    e = cudaEventRecord(done, s);
+  }
+  if (e == cudaSuccess) {
+    try {
+      flight.launched.push_back({exec, done});
+      exec = nullptr;
+      done = nullptr;
+    } catch (...) { // out of memory: fall back to destroying it at once (waits for it)
+    }
+  }
+  if (done != nullptr) {
+    (void)try_check(cudaEventDestroy(done));
   }
   if (exec != nullptr) {
-    // Freed by CUDA once the launch has finished.
+    // Launched but not tracked (the event could not be recorded): CUDA waits for the launch.
     check_noexcept(cudaGraphExecDestroy(exec), "gated work", "cudaGraphExecDestroy");
+  }
+  if (launched && e != cudaSuccess) {
+    e = cudaSuccess; // the unit runs; only its tracking failed, and it was handled above
   }
   check_noexcept(cudaGraphDestroy(std::exchange(u.graph, nullptr)), "gated work",
                  "cudaGraphDestroy");
@@ -111,7 +183,8 @@ void gate_closer::operator()() const noexcept {
 gate::gate(stream_ref s, std::stop_token token)
     : m_stream(s), m_pool(&pinned_pool::current()),
       m_block(m_pool->allocate(sizeof(detail::gate_words))),
-      m_words(static_cast<detail::gate_words*>(m_block.ptr)), m_device_words(nullptr) {
+      m_words(static_cast<detail::gate_words*>(m_block.ptr)), m_device_words(nullptr),
+      m_flight(nullptr) {
   *m_words = {0, 0, 0};
   void* d = nullptr;
   const cudaError_t e = cudaHostGetDevicePointer(&d, m_block.ptr, 0);
@@ -120,6 +193,12 @@ gate::gate(stream_ref s, std::stop_token token)
     check(e, "gate: map its words", "cudaHostGetDevicePointer");
   }
   m_device_words = static_cast<detail::gate_words*>(d);
+  try {
+    m_flight = new detail::gate_in_flight;
+  } catch (...) {
+    m_pool->deallocate(m_block);
+    throw;
+  }
   if (token.stop_possible()) {
     (void)m_on_stop.emplace(std::move(token), detail::gate_closer{m_words});
   }
@@ -127,6 +206,12 @@ gate::gate(stream_ref s, std::stop_token token)
 
 gate::~gate() {
   m_on_stop.reset(); // returns once a callback running on another thread has finished
+  m_flight->reap();
+  if (m_flight->launched.empty()) {
+    detail::destroy_in_flight(m_flight);
+  } else {
+    detail::release_after(m_stream.get(), &detail::destroy_in_flight, m_flight);
+  }
   m_pool->deallocate(m_block, m_stream);
 }
 

@@ -44,6 +44,7 @@
 #include <stop_token>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cuawait::cuda {
 
@@ -65,9 +66,30 @@ struct gate_unit {
 //! @throws cuda_error
 [[nodiscard]] gate_unit gate_begin(cudaStream_t s, gate_words* device_words,
                                    const std::source_location& where);
-//! Ends the capture, instantiates the unit and launches it on `s`.
+//! A launched unit's executable graph and the event recorded behind it. CUDA's
+//! `cudaGraphExecDestroy` waits for a launch still in flight, so a unit's graph is destroyed
+//! only once its event has completed: by a later unit of the same gate, or behind the
+//! stream's work on the device context's release thread when the gate goes.
+struct gate_launched {
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+//! The units of one gate still in flight (in launch order) and events to reuse.
+struct gate_in_flight {
+  std::vector<gate_launched> launched;
+  std::vector<cudaEvent_t> spare_events;
+  //! Destroys the graphs of the units that have finished; never waits.
+  void reap() noexcept;
+  //! Destroys everything; waits for the units still in flight (the release thread's job).
+  void destroy_all() noexcept;
+};
+
+//! Ends the capture, instantiates the unit and launches it on `s`; the launched graph joins
+//! `flight`.
 //! @throws cuda_error (nothing is launched then)
-void gate_end(gate_unit& u, cudaStream_t s, const std::source_location& where);
+void gate_end(gate_unit& u, cudaStream_t s, gate_in_flight& flight,
+              const std::source_location& where);
 //! Ends the capture and drops the unit (after `f` threw).
 void gate_abort(gate_unit& u, cudaStream_t s) noexcept;
 
@@ -90,7 +112,8 @@ public:
   gate(stream_ref s, std::stop_token token = {});
   gate(const gate&) = delete;
   gate& operator=(const gate&) = delete;
-  //! Gives the words back behind the stream's work; never throws, never waits.
+  //! Gives the words back and destroys the units' graphs behind the stream's work; never
+  //! throws, never waits.
   ~gate();
 
   //! Enqueues what `f(stream_ref)` enqueues on the gate's stream as one unit, skipped as a
@@ -109,7 +132,7 @@ public:
       detail::gate_abort(u, m_stream.get());
       throw;
     }
-    detail::gate_end(u, m_stream.get(), where);
+    detail::gate_end(u, m_stream.get(), *m_flight, where);
     return {m_stream.get(), "gated work", where};
   }
 
@@ -148,6 +171,7 @@ private:
   pinned_pool::block m_block;
   detail::gate_words* m_words;        // host view
   detail::gate_words* m_device_words; // the same memory, for the check kernel
+  detail::gate_in_flight* m_flight;   // owned; handed to the release thread by ~gate
   std::optional<std::stop_callback<detail::gate_closer>> m_on_stop;
 };
 
