@@ -152,6 +152,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     if (!lane->active) {
       lane->active = true;
       m_active.push_back(lane);
+      m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
     }
     m_last_progress_ns.store(now, std::memory_order_relaxed);
     if (m_spin_lapsed.load(std::memory_order_relaxed)) {
@@ -287,6 +288,7 @@ void completion_reactor::fail_all_locked(completion_state why, int error) noexce
     lane->active = false;
   }
   m_active.clear();
+  m_active_lanes.store(0, std::memory_order_relaxed);
 }
 
 std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
@@ -316,6 +318,7 @@ std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
       lane.active = false;
       m_active[i] = m_active.back();
       m_active.pop_back();
+      m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
     } else {
       ++i;
     }
@@ -450,6 +453,7 @@ void completion_reactor::deactivate_locked(reactor_lane& lane) noexcept {
   if (at != m_active.end()) {
     *at = m_active.back();
     m_active.pop_back();
+    m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
   }
   lane.active = false;
 }
@@ -459,8 +463,10 @@ void completion_reactor::deactivate_locked(reactor_lane& lane) noexcept {
 // passes; then resolve it under the lock if it is still the lane's oldest.
 std::size_t completion_reactor::poll_claimed_lane() noexcept {
   if (m_claimed.load(std::memory_order_relaxed) >=
-      m_pending_count.load(std::memory_order_relaxed)) {
-    // Every pending wait's lane is being queried already.
+      std::min(m_pending_count.load(std::memory_order_relaxed),
+               m_active_lanes.load(std::memory_order_relaxed))) {
+    // Every lane with a pending wait is being queried already (many waits may share one
+    // lane: one event awaited by thousands of coroutines is one query).
     return m_has_ready.load(std::memory_order_relaxed) ? run_ready_inline() : 0;
   }
   reactor_lane* lane = nullptr;
@@ -477,6 +483,7 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
       if (l->head == nullptr) { // emptied by a withdrawal
         m_active[i] = m_active.back();
         m_active.pop_back();
+        m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
         l->active = false;
         continue;
       }
@@ -587,7 +594,9 @@ std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
   if (m_options.idle_spinners != 0) {
     return m_options.idle_spinners; // a fixed number, or every idle thread
   }
-  return std::max<std::size_t>(1, m_pending_count.load(std::memory_order_relaxed));
+  // One spinner per lane that has waits: waits of one lane are answered by one query.
+  return std::max<std::size_t>(1, std::min(m_pending_count.load(std::memory_order_relaxed),
+                                           m_active_lanes.load(std::memory_order_relaxed)));
 }
 
 std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
