@@ -3,11 +3,14 @@
 // (released by the host at the end, or after ~2 s by itself); each call of building,
 // instantiating and launching a gated unit is timed on the host. A call that waits for the
 // held kernel shows up as hundreds of milliseconds. One line per call.
+#include <cuawait/cuda.hpp>
+
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -34,11 +37,16 @@ double since(clk::time_point t0) {
   return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
 }
 
+int g_unit = -1; // >= 0: print only calls slower than 500 us, with the unit's index
+
 #define TIMED(label, call)                                                                         \
   do {                                                                                             \
     const auto t0_ = clk::now();                                                                   \
     const cudaError_t e_ = (call);                                                                 \
-    std::printf("  %-44s %10.1f us  %s\n", label, since(t0_), cudaGetErrorName(e_));               \
+    const double us_ = since(t0_);                                                                 \
+    if (g_unit < 0 || us_ > 500) {                                                                 \
+      std::printf("  %-44s %10.1f us  %s (unit %d)\n", label, us_, cudaGetErrorName(e_), g_unit);  \
+    }                                                                                              \
   } while (0)
 
 //! One gated unit, built the way the library builds it; `upload`: instantiate with an
@@ -127,6 +135,62 @@ int main() {
     if (x != nullptr) {
       (void)cudaGraphExecDestroy(x);
     }
+  }
+  // Twenty units behind a held kernel, each with its own event recorded after it and its
+  // exec kept (as the library now does): only slow calls are printed.
+  {
+    std::memset(host, 0, 4 * sizeof(int));
+    spin<<<1, 1, 0, s>>>(dev, dev + 1);
+    std::printf("gate probe: 20 units, stream held, execs kept, an event after each\n");
+    std::vector<cudaGraphExec_t> execs;
+    std::vector<cudaEvent_t> events;
+    const auto t0 = clk::now();
+    for (g_unit = 0; g_unit < 20; ++g_unit) {
+      execs.push_back(unit(s, dev + 2, dev + 3, false, true));
+      cudaEvent_t ev = nullptr;
+      TIMED("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      TIMED("cudaEventRecord", cudaEventRecord(ev, s));
+      TIMED("cudaEventQuery", cudaEventQuery(ev));
+      events.push_back(ev);
+    }
+    g_unit = -1;
+    std::printf("  %-44s %10.1f us\n", "20 units, host time", since(t0));
+    reinterpret_cast<volatile int*>(host)[0] = 1;
+    (void)cudaStreamSynchronize(s);
+    std::printf("  held kernel outcome %d (1: released by the host, 2: timed out)\n",
+                reinterpret_cast<volatile int*>(host)[1]);
+    for (cudaGraphExec_t x : execs) {
+      (void)cudaGraphExecDestroy(x);
+    }
+    for (cudaEvent_t e : events) {
+      (void)cudaEventDestroy(e);
+    }
+  }
+  // The same through the library's gate.
+  {
+    namespace cu = cuawait::cuda;
+    cu::device_context ctx;
+    const cu::default_context_scope everywhere(ctx);
+    cu::stream cs;
+    cu::gate g(cs);
+    (void)g.launch(body, dim3(1), dim3(1), dev + 3); // warm
+    cs.sync();
+    std::memset(host, 0, 4 * sizeof(int));
+    (void)cs.launch(spin, dim3(1), dim3(1), static_cast<const volatile int*>(dev), dev + 1);
+    std::printf("gate probe: 20 units through cuda::gate, stream held\n");
+    const auto t0 = clk::now();
+    for (int i = 0; i < 20; ++i) {
+      const auto t1 = clk::now();
+      (void)g.launch(body, dim3(1), dim3(1), dev + 3);
+      if (since(t1) > 500) {
+        std::printf("  gate.launch %d: %.1f us\n", i, since(t1));
+      }
+    }
+    std::printf("  %-44s %10.1f us\n", "20 gated units, host time", since(t0));
+    reinterpret_cast<volatile int*>(host)[0] = 1;
+    cs.sync();
+    std::printf("  held kernel outcome %d (1: released by the host, 2: timed out)\n",
+                reinterpret_cast<volatile int*>(host)[1]);
   }
   (void)cudaStreamDestroy(s);
   (void)cudaFreeHost(host);

@@ -207,10 +207,10 @@ private:
   // The pollers were told to stop spinning (spin window lapsed) and nothing progressed
   // since: what a poll finds now counts in reactor_stats::completions_after_spin.
   mutable std::atomic<bool> m_spin_lapsed{false};
-  std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
-  std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
+  std::atomic<bool> m_idle_polling{false};    // an executor thread is in poll_idle()
+  std::atomic<std::size_t> m_claimed{0};      // lanes claimed by idle threads now
   std::atomic<std::size_t> m_active_lanes{0}; // m_active.size(), readable without the lock
-  std::size_t m_claim_cursor = 0;          // guarded by m_mutex
+  std::size_t m_claim_cursor = 0;             // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 
