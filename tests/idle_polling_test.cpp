@@ -8,6 +8,7 @@
 #include "common/owned_coroutine.hpp"
 
 #include <cuawait/completion_reactor.hpp>
+#include <cuawait/run_loop.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -165,6 +167,43 @@ TEST(IdlePolling, ADestroyedWaiterIsNeverResumed) {
   const seen s = ca::sync_wait(await_on_pool(p, 100, ca::priority::normal));
   EXPECT_EQ(s.state, completion_state::done);
   EXPECT_EQ(resumed.load(), 0);
+}
+
+// A run_loop whose driver polls the reactor: with no pool and no reactor thread, the only
+// thread that can find the completion is the loop's own. Without the loop's polling the
+// round never completes (the CTest timeout fails the test). Rounds alternate between a
+// completion found while the driver spins and one found after it stopped spinning and naps.
+TEST(IdlePolling, ARunLoopDriverFindsItsOwnCompletionsWithNoOtherThreadPolling) {
+  reactor_options o = without_thread();
+  o.spin_window = 50us;
+  o.park_poll = 200us;
+  fake_completion_source source(false, false);
+  completion_reactor reactor(source, o);
+  source.attach(&reactor);
+  ca::run_loop loop;
+  loop.set_idle_source(&reactor);
+  const std::thread::id driver = std::this_thread::get_id();
+  for (std::uint64_t round = 0; round < 100; ++round) {
+    std::thread completer([&] {
+      while (reactor.pending() == 0) {
+        std::this_thread::yield();
+      }
+      if (round % 2 == 1) {
+        std::this_thread::sleep_for(1ms); // past the spin window: the driver naps first
+      }
+      source.complete(round);
+    });
+    const auto [st, exec, where] =
+        loop.run([&]() -> ca::task<std::tuple<completion_state, ca::executor*, std::thread::id>> {
+          const ca::completion_status s = co_await fake_wait(reactor, 1, round);
+          co_return std::tuple{s.state, ca::current_executor(), std::this_thread::get_id()};
+        }());
+    completer.join();
+    ASSERT_EQ(st, completion_state::done) << "round " << round;
+    ASSERT_EQ(exec, &loop) << "round " << round;
+    ASSERT_EQ(where, driver) << "round " << round;
+  }
+  loop.set_idle_source(nullptr);
 }
 
 TEST(IdlePolling, DetachingTheSourceReturnsOnceNoWorkerUsesIt) {

@@ -8,6 +8,7 @@
 #include "cuawait/detail/move_or_copy.hpp"
 #include "cuawait/detail/pool_queue.hpp"
 #include "cuawait/executor.hpp"
+#include "cuawait/idle_source.hpp"
 
 #include <condition_variable>
 #include <coroutine>
@@ -100,6 +101,14 @@ public:
   //! Number of coroutines queued now (a snapshot).
   [[nodiscard]] std::size_t pending() const noexcept;
 
+  //! Work the driver polls when it runs out of queued work (see `idle_source`): while the
+  //! source has work pending, `run()` and `run(awaitable)` poll it (spinning while it makes
+  //! progress, then in naps of its `idle_park_period()`) instead of sleeping until a post,
+  //! so a completion meant for this loop is found and resumed by the loop's own thread with
+  //! no thread woken. `nullptr` (the default) turns it off. Not thread-safe: set it while no
+  //! thread drives the loop; the source must outlive its use here.
+  void set_idle_source(idle_source* source) noexcept { m_source = source; }
+
   //! Runs `awaitable` on this thread: drives the loop (resumptions posted to it run here)
   //! until the awaitable completes, then returns its result (a reference result stays a
   //! reference) or rethrows its exception. The awaitable may complete on another thread;
@@ -114,6 +123,14 @@ private:
 
   //! Runs work until `done` (guarded by m_mutex) becomes true.
   void run_until(const bool& done);
+  //! With `lock` held and nothing queued: polls the idle source while it keeps making
+  //! progress and `stop()` (read under the lock) is false. Returns with `lock` held.
+  template <class Stop>
+  void poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop);
+  //! Blocks on the condition until `ready()`, or for the source's park period while it has
+  //! work pending.
+  template <class Ready>
+  void wait(std::unique_lock<std::mutex>& lock, Ready&& ready);
   //! Sets `done` under the lock and wakes the driver; the last access to anything.
   void mark_done(bool& done) noexcept;
   void execute(std::coroutine_handle<> h, priority p) noexcept;
@@ -123,6 +140,7 @@ private:
   detail::priority_rings m_queue;
   bool m_finish = false;
   bool m_wake_pending = false; //!< set by wake(), consumed by run_one()
+  idle_source* m_source = nullptr;
 };
 
 namespace detail {

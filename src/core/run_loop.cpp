@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/run_loop.hpp"
 
+#include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
 namespace cuawait {
@@ -20,10 +21,44 @@ void run_loop::execute(std::coroutine_handle<> h, priority p) noexcept {
   detail::resume(h);
 }
 
+template <class Stop>
+void run_loop::poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop) {
+  idle_source* const src = m_source;
+  if (src == nullptr) {
+    return;
+  }
+  while (m_queue.empty() && !stop() && src->idle_pending()) {
+    lock.unlock();
+    // A completion for this loop is posted to it (under m_mutex, not held here).
+    const bool progress = src->poll_idle() != 0;
+    if (!progress && !src->idle_keep_spinning()) {
+      lock.lock();
+      return;
+    }
+    detail::cpu_relax();
+    lock.lock();
+  }
+}
+
+template <class Ready>
+void run_loop::wait(std::unique_lock<std::mutex>& lock, Ready&& ready) {
+  if (m_source != nullptr && m_source->idle_pending()) {
+    // Work pending that only polling finds: nap, then poll again (a post wakes it early).
+    (void)m_cv.wait_for(lock, m_source->idle_park_period(), ready);
+  } else {
+    m_cv.wait(lock, ready);
+  }
+}
+
 void run_loop::run() {
   for (;;) {
     std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [this] { return m_finish || !m_queue.empty(); });
+    const auto ready = [this] { return m_finish || !m_queue.empty(); };
+    poll_source(lock, ready);
+    wait(lock, ready);
+    if (!ready()) {
+      continue; // a nap ended: poll again
+    }
     if (m_finish) {
       m_finish = false;
       return;
@@ -64,7 +99,12 @@ std::size_t run_loop::poll() {
 void run_loop::run_until(const bool& done) {
   for (;;) {
     std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [&] { return done || !m_queue.empty(); });
+    const auto ready = [&] { return done || !m_queue.empty(); };
+    poll_source(lock, ready);
+    wait(lock, ready);
+    if (!ready()) {
+      continue; // a nap ended: poll again
+    }
     if (done) {
       return;
     }

@@ -95,6 +95,7 @@ runtime::runtime(runtime_options options)
   if (m_idle_polling) {
     reactor.set_idle_waker(&runtime::wake_pool, &m_pool);
     m_pool.set_idle_source(&reactor);
+    m_loop.set_idle_source(&reactor); // `run` polls too: its completions need no wake-up
   }
   m_is_default = cuda::detail::install_default_context_if_none(&m_context);
 }
@@ -115,6 +116,7 @@ runtime::~runtime() {
     cuda::detail::remove_default_context(&m_context);
   }
   if (m_idle_polling) {
+    m_loop.set_idle_source(nullptr); // nobody drives the loop any more
     m_pool.set_idle_source(nullptr); // returns once no worker polls the reactor any more
     reactor.set_idle_waker(nullptr, nullptr);
   }
