@@ -51,6 +51,31 @@ double us_since(clock_type::time_point t0) {
 }
 
 //! One coro_graph pipeline: a stream, buffers, and the job graph over them.
+//! Runs one worker coroutine per pipeline on `rt`'s pool (its streams warmed first), timed,
+//! with the trace of `ctx`; the workers share one job counter.
+template <class Pipeline, class MakeWorker>
+void run_pipelines(runtime& rt, const mode_context& ctx, timed_region& timer,
+                   std::vector<std::unique_ptr<Pipeline>>& pipes, MakeWorker make_worker) {
+  std::vector<cu::stream_ref> streams;
+  for (const auto& p : pipes) {
+    streams.push_back(p->s);
+  }
+  warm_reactor(rt, std::move(streams));
+  const trace_scope trace(rt, ctx);
+  std::atomic<std::int64_t> next{0};
+  std::vector<task<void>> tasks;
+  tasks.reserve(pipes.size());
+  for (auto& p : pipes) {
+    tasks.push_back(make_worker(*p, next));
+  }
+  timer.start();
+  for (task<void>& t : tasks) {
+    rt.spawn(std::move(t));
+  }
+  rt.join_spawned();
+  timer.stop();
+}
+
 struct graph_pipeline {
   cu::stream s;
   float* host = nullptr;
@@ -114,24 +139,9 @@ void coro_graph(mode_context& ctx, timed_region& timer) {
                capture_us / static_cast<double>(pipelines),
                instantiate_us / static_cast<double>(pipelines));
   runtime rt(runtime_options{.threads = static_cast<std::size_t>(ctx.pool_threads)});
-  std::vector<cu::stream_ref> streams;
-  for (const auto& p : pipes) {
-    streams.push_back(p->s);
-  }
-  warm_reactor(rt, std::move(streams));
-  const trace_scope trace(rt, ctx);
-  std::atomic<std::int64_t> next{0};
-  std::vector<task<void>> tasks;
-  tasks.reserve(pipes.size());
-  for (auto& p : pipes) {
-    tasks.push_back(graph_worker(ctx, *p, next));
-  }
-  timer.start();
-  for (task<void>& t : tasks) {
-    rt.spawn(std::move(t));
-  }
-  rt.join_spawned();
-  timer.stop();
+  run_pipelines(rt, ctx, timer, pipes, [&](graph_pipeline& p, std::atomic<std::int64_t>& next) {
+    return graph_worker(ctx, p, next);
+  });
 }
 
 //! coro_region's job: H2D copy, kernels A and B, D2H copy, recorded into the region. A
@@ -193,24 +203,9 @@ void coro_region(mode_context& ctx, timed_region& timer) {
   runtime_options ro{.threads = static_cast<std::size_t>(ctx.pool_threads)};
   ro.regions.replicas = static_cast<std::size_t>(pipelines); // one executable per pipeline
   runtime rt(ro);
-  std::vector<cu::stream_ref> streams;
-  for (const auto& p : pipes) {
-    streams.push_back(p->s);
-  }
-  warm_reactor(rt, std::move(streams));
-  const trace_scope trace(rt, ctx);
-  std::atomic<std::int64_t> next{0};
-  std::vector<task<void>> tasks;
-  tasks.reserve(pipes.size());
-  for (auto& p : pipes) {
-    tasks.push_back(region_worker(ctx, *p, next, ctx.jobs));
-  }
-  timer.start();
-  for (task<void>& t : tasks) {
-    rt.spawn(std::move(t));
-  }
-  rt.join_spawned();
-  timer.stop();
+  run_pipelines(rt, ctx, timer, pipes, [&](region_pipeline& p, std::atomic<std::int64_t>& next) {
+    return region_worker(ctx, p, next, ctx.jobs);
+  });
   const graph_cache_stats st = rt.context().regions().stats();
   std::fprintf(
       stderr,
