@@ -14,8 +14,10 @@
 #include <nvjpeg.h>
 #endif
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace cuawait::images::gpu {
@@ -92,8 +94,12 @@ std::unique_ptr<jpeg_decoder> jpeg_decoder::create(std::string& why_not) {
   auto p = std::make_unique<impl>();
   // The hardware backend exists only on GPUs with JPEG engines (A100, H100, H200...);
   // elsewhere nvjpegCreateEx refuses it and the default backend serves.
-  nvjpegStatus_t s =
-      nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &p->handle);
+  // CUAWAIT_IMAGES_NVJPEG_BACKEND=default skips the engines (to compare the two backends).
+  const char* const asked = std::getenv("CUAWAIT_IMAGES_NVJPEG_BACKEND");
+  const bool engines = asked == nullptr || std::string_view(asked) != "default";
+  nvjpegStatus_t s = engines ? nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr,
+                                              NVJPEG_FLAGS_DEFAULT, &p->handle)
+                             : NVJPEG_STATUS_NOT_SUPPORTED;
   p->hardware = s == NVJPEG_STATUS_SUCCESS;
   if (!p->hardware) {
     p->handle = nullptr;
