@@ -148,6 +148,14 @@ void probe_strategies(int device, machine_report& r) {
       o.device = device;
       o.strategy = st;
       runtime rt(o);
+      // The default strategy falls back to event_poll where the driver lacks its entry
+      // point: measure only what was asked for.
+      if (const cu::strategy got = rt.reactor().source().kind(); got != st) {
+        f.why_not =
+            std::string("unavailable here (the runtime fell back to ") + cu::to_string(got) + ")";
+        r.strategies.push_back(std::move(f));
+        continue;
+      }
       std::vector<double> us;
       {
         const cu::stream s;
