@@ -228,6 +228,86 @@ TEST(TraceRecorder, PoolPollingTheReactorOneTrackPerThreadAndPerLane) {
   EXPECT_EQ(p.trace.recorder.dropped(), 0u);
 }
 
+// What a GPU program's trace holds: waits on stream lanes plus spans, CPU stages on the
+// pool's threads around each wait and GPU work on a track per lane, timed inside the wait
+// (as events timed on the GPU would be). The checker accepts it: every slice nests, every
+// wait has its flows from the co_await to the lane and on to the resumption.
+TEST(TraceRecorder, SpansOnThreadsAndGpuLanesSitBesideTheWaits) {
+  polled_pool p(3);
+  const std::uint64_t n = 12;
+  const std::uint64_t lanes = 3;
+  for (std::uint64_t l = 1; l <= lanes; ++l) {
+    p.trace.recorder.name_lane(reinterpret_cast<const void*>(l), "stream " + std::to_string(l));
+  }
+  auto one = [&](std::uint64_t job) -> ca::task<void> {
+    co_await p.pool.schedule();
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      const std::uint64_t token = k * n + job;
+      const auto lane = 1 + job % lanes;
+      const std::uint64_t t0 = ca::observer_clock_ns();
+      p.trace.recorder.record_span({"prepare", t0, ca::observer_clock_ns(), std::int64_t(job)});
+      const std::uint64_t g0 = ca::observer_clock_ns();
+      (void)co_await fake_wait(p.reactor, lane, token);
+      // The GPU work ran between the submission and the completion: a span on the lane.
+      p.trace.recorder.record_span(
+          {"kernel", g0, g0 + 1, std::int64_t(job), reinterpret_cast<const void*>(lane)});
+    }
+  };
+  std::vector<ca::task<void>> all;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    all.push_back(one(i));
+  }
+  std::thread completer([&] {
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      while (p.reactor.pending() < n) {
+        std::this_thread::yield();
+      }
+      for (std::uint64_t i = 0; i < n; ++i) {
+        p.source.complete(k * n + i);
+      }
+    }
+  });
+  ca::sync_wait(ca::when_all(std::move(all)));
+  completer.join();
+  const std::string json = json_of(p.trace.recorder);
+  const auto res = ca::tools::check_trace(json);
+  EXPECT_TRUE(res.ok()) << problems(res);
+  EXPECT_EQ(res.waits + res.ready, 3 * n);
+  EXPECT_EQ(res.resumed, res.waits);
+  EXPECT_EQ(res.lane_tracks, 2 * lanes); // each lane's waits, and its GPU work
+  EXPECT_NE(std::find(res.lane_names.begin(), res.lane_names.end(), "stream 2 (GPU work)"),
+            res.lane_names.end());
+  const auto spans = p.trace.recorder.spans();
+  EXPECT_EQ(spans.size(), 2 * 3 * n);
+  std::size_t kernels = 0;
+  std::size_t items = 0;
+  for (std::size_t at = json.find("\"name\":\"kernel\""); at != std::string::npos;
+       at = json.find("\"name\":\"kernel\"", at + 1)) {
+    ++kernels;
+  }
+  for (std::size_t at = json.find("\"item\":"); at != std::string::npos;
+       at = json.find("\"item\":", at + 1)) {
+    ++items;
+  }
+  EXPECT_EQ(kernels, 3 * n);
+  EXPECT_EQ(items, 2 * 3 * n);
+}
+
+TEST(TraceRecorder, SpansCountAgainstTheMemoryBound) {
+  ca::trace_options o;
+  o.max_events = 1; // one chunk: 1,024 spans
+  ca::trace_recorder rec(o);
+  for (int i = 0; i < 1100; ++i) {
+    rec.record_span({"stage", 10, 5, i}); // an end before the start is clamped to it
+  }
+  EXPECT_EQ(rec.spans().size(), 1024u);
+  EXPECT_EQ(rec.dropped(), 76u);
+  EXPECT_EQ(rec.spans().front().span.end_ns, 10u);
+  const auto res = ca::tools::check_trace(json_of(rec));
+  EXPECT_TRUE(res.ok()) << problems(res);
+  EXPECT_EQ(res.thread_tracks, 1u);
+}
+
 // A trace written while threads record holds a prefix of their events and is well formed.
 TEST(TraceRecorder, WritesWhileRecording) {
   polled_pool p(3);

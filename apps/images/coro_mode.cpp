@@ -115,6 +115,7 @@ std::string in_flight_note(const batch& b, std::size_t memory_budget, std::size_
 void run_coro_cpu(batch& b, std::size_t memory_budget) {
   memory_gate gate(memory_budget);
   thread_pool pool(static_cast<std::size_t>(b.config().threads));
+  b.log().recorder().name_executor(&pool, "pool"); // the trace's thread tracks
   b.set_concurrency_note(
       in_flight_note(b, memory_budget,
                      image_footprint(static_cast<std::size_t>(b.config().width) *

@@ -431,7 +431,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
       names.push_back(j.name);
     }
     if (!o.trace.empty()) {
-      write_file_atomic(o.trace, chrome_trace_json(log, names));
+      write_file_atomic(o.trace, chrome_trace_json(log));
     }
     if (!o.timeline.empty()) {
       timeline_options t;

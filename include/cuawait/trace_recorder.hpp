@@ -13,7 +13,9 @@
 //! lane finishes in order) to when the reactor saw it finish; a flow arrow goes from the
 //! `co_await` on the suspending thread to that slice, and a second one from the slice to
 //! the resumption on the thread that resumed it. Withdrawn waits are marked (`withdrawn`),
-//! as are failed or cancelled ones (`status`).
+//! as are failed or cancelled ones (`status`). Spans of other work (`record_span`: CPU
+//! stages on threads, GPU work timed on the GPU) are slices on their thread's track or on a
+//! GPU track of their lane.
 //!
 //! ```cpp
 //! cuawait::trace_recorder rec;
@@ -52,6 +54,27 @@ struct trace_options {
   std::uint32_t sample_every = 1;
 };
 
+//! A span of work that is not a wait: a CPU stage of a job on the calling thread, or GPU
+//! work on a lane (e.g. a kernel timed with events), given on the recorder's clock
+//! (`observer_clock_ns()`). Spans appear in the trace next to the waits and are what
+//! `timeline_svg` (trace_timeline.hpp) draws.
+struct trace_span {
+  const char* name = "";      //!< static storage: a stage name ("decode", "blur")
+  std::uint64_t start_ns = 0; //!< `observer_clock_ns()` time
+  std::uint64_t end_ns = 0;   //!< at or after `start_ns`
+  std::int64_t item = -1;     //!< the job it belongs to (an image number), -1 none
+  //! nullptr: on the calling thread's track (CPU work); else on the track of this lane key
+  //! (the `cudaStream_t` of GPU work; name it with `name_lane`).
+  const void* lane = nullptr;
+};
+
+//! A recorded span, with where it was recorded.
+struct recorded_span {
+  trace_span span;
+  std::uint32_t thread = 0;       //!< `observed_thread_ordinal()` of the recording thread
+  const executor* exec = nullptr; //!< its executor at the time
+};
+
 namespace detail {
 struct trace_thread_buffer;
 }
@@ -72,6 +95,17 @@ public:
   void name_executor(const executor* ex, std::string name);
   //! Names a lane ("stream 3") in the trace; unnamed lanes show their key. Thread-safe.
   void name_lane(const void* lane_key, std::string name);
+
+  //! Records a span (see `trace_span`). Takes the recorder's lock: meant for a few spans
+  //! per job, not for every wait. Spans past `max_events` are dropped and counted.
+  //! Thread-safe.
+  void record_span(const trace_span& s) noexcept;
+  //! The spans recorded so far, in recording order. Thread-safe.
+  [[nodiscard]] std::vector<recorded_span> spans() const;
+  //! The name given to a lane with `name_lane`, or "".
+  [[nodiscard]] std::string lane_name(const void* lane_key) const;
+  //! Time zero of the trace (`observer_clock_ns()` at construction).
+  [[nodiscard]] std::uint64_t base_ns() const noexcept { return m_base_ns; }
 
   //! Writes the trace as Chrome / Perfetto JSON.
   void write_json(std::ostream& out) const;
@@ -96,6 +130,7 @@ private:
   std::vector<std::unique_ptr<detail::trace_thread_buffer>> m_threads;
   std::unordered_map<const executor*, std::string> m_executor_names;
   std::unordered_map<const void*, std::string> m_lane_names;
+  std::vector<recorded_span> m_spans;
   std::atomic<std::size_t> m_chunks_left;
   std::atomic<std::uint64_t> m_dropped{0};
 };

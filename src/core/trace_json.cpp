@@ -255,10 +255,12 @@ void trace_recorder::write_json(std::ostream& os) const {
   std::map<std::uint32_t, thread_track> threads;
   std::unordered_map<const executor*, std::string> exec_names;
   std::unordered_map<const void*, std::string> lane_names;
+  std::vector<recorded_span> spans;
   {
     const std::lock_guard lock(m_mutex);
     exec_names = m_executor_names;
     lane_names = m_lane_names;
+    spans = m_spans;
     for (const auto& b : m_threads) {
       thread_track& track = threads[b->ordinal];
       track.ordinal = b->ordinal;
@@ -321,6 +323,25 @@ void trace_recorder::write_json(std::ostream& os) const {
   });
   std::map<const void*, std::uint32_t> lane_tids;
   lay_out_lanes(on_lanes, lane_tids);
+  // Spans: CPU work on its thread's track, GPU work on a track of its own per lane (the
+  // wait slices of a lane are laid out back to back and would not nest with it).
+  std::map<const void*, std::uint32_t> gpu_tids;
+  for (const recorded_span& r : spans) {
+    if (r.span.lane != nullptr) {
+      gpu_tids.emplace(r.span.lane, 0);
+    } else {
+      thread_track& track = threads[r.thread];
+      track.ordinal = r.thread;
+      track.resumed_or_suspended = true;
+      if (track.exec == nullptr) {
+        track.exec = r.exec;
+      }
+    }
+  }
+  std::uint32_t next_gpu_tid = static_cast<std::uint32_t>(lane_tids.size()) + 1;
+  for (auto& [key, tid] : gpu_tids) {
+    tid = next_gpu_tid++;
+  }
 
   os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"cuawait trace_recorder\","
      << "\"sample_every\":" << m_options.sample_every << ",\"dropped_events\":" << dropped()
@@ -340,9 +361,23 @@ void trace_recorder::write_json(std::ostream& os) const {
                  "\"name\":" +
                      quoted(it != lane_names.end() ? it->second : "lane " + pointer_text(key)));
   }
+  for (const auto& [key, tid] : gpu_tids) {
+    const auto it = lane_names.find(key);
+    out.metadata("thread_name", lanes_pid, tid,
+                 "\"name\":" +
+                     quoted((it != lane_names.end() ? it->second : "lane " + pointer_text(key)) +
+                            " (GPU work)"));
+  }
   std::uint64_t next_flow = 1;
   for (const wait_summary* w : ordered) {
     write_wait(out, *w, next_flow);
+  }
+  for (const recorded_span& r : spans) {
+    const trace_span& sp = r.span;
+    const bool on_lane = sp.lane != nullptr;
+    out.slice(sp.name, on_lane ? lanes_pid : threads_pid, on_lane ? gpu_tids[sp.lane] : r.thread,
+              sp.start_ns, sp.end_ns - sp.start_ns,
+              sp.item >= 0 ? "\"item\":" + std::to_string(sp.item) : std::string());
   }
   os << "\n]}\n";
 }

@@ -130,6 +130,35 @@ void trace_recorder::observe(const wait_info& e) noexcept {
   c->count.store(n + 1, std::memory_order_release); // publishes the record to the writer
 }
 
+void trace_recorder::record_span(const trace_span& s) noexcept {
+  recorded_span r{s, observed_thread_ordinal(), current_executor()};
+  if (r.span.end_ns < r.span.start_ns) {
+    r.span.end_ns = r.span.start_ns;
+  }
+  const std::lock_guard lock(m_mutex);
+  // Spans count against the same bound as events, a chunk's worth at a time.
+  if (m_spans.size() % detail::trace_chunk::size == 0 && !take_chunk()) {
+    m_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    m_spans.push_back(r);
+  } catch (...) {
+    m_dropped.fetch_add(1, std::memory_order_relaxed); // out of memory: dropped
+  }
+}
+
+std::vector<recorded_span> trace_recorder::spans() const {
+  const std::lock_guard lock(m_mutex);
+  return m_spans;
+}
+
+std::string trace_recorder::lane_name(const void* lane_key) const {
+  const std::lock_guard lock(m_mutex);
+  const auto it = m_lane_names.find(lane_key);
+  return it != m_lane_names.end() ? it->second : std::string();
+}
+
 void trace_recorder::name_executor(const executor* ex, std::string name) {
   const std::lock_guard lock(m_mutex);
   m_executor_names[ex] = std::move(name);

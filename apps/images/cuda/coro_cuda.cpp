@@ -414,7 +414,20 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
   const gpu::gpu_timeline timeline(b.log(), streams.at(0).get());
   gpu_context ctx{b, rt, streams, slots, gate, timeline, decoder.get(), {}};
   for (std::size_t k = 0; k < streams.size(); ++k) {
-    ctx.lanes.push_back(b.log().add_gpu_lane("GPU stream " + std::to_string(k)));
+    ctx.lanes.push_back(
+        b.log().add_gpu_lane("GPU stream " + std::to_string(k), streams.at(k).get()));
+  }
+  // The GPU waits go into the same trace as the stages (`--trace`), unless the runtime
+  // records its own already (CUAWAIT_TRACE, CUAWAIT_LOG, CUAWAIT_NVTX installed observers).
+  completion_reactor& reactor = rt.reactor().reactor();
+  struct stop_observing {
+    trace_log& log;
+    ~stop_observing() { log.stop_observing(); } // before the runtime goes
+  } observing{b.log()};
+  if (reactor.trace().on_suspend == nullptr) {
+    b.log().recorder().name_executor(&rt.pool(), "pool");
+    b.log().recorder().name_executor(&rt.loop(), "run loop");
+    b.log().observe(reactor);
   }
   const std::size_t pixels = b.jobs().empty() ? 0 : b.expected_pixels(0);
   const std::size_t footprint = gpu_image_footprint(pixels);

@@ -9,6 +9,7 @@
 #include "run_program.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
+#include "trace_check/trace_check.hpp"
 
 #include <gtest/gtest.h>
 
@@ -133,14 +134,24 @@ TEST(Program, NoWriteLeavesNoOutputsAndTraceAndTimelineAreWritten) {
            "--trace", trace.string(), "--timeline", svg.string()});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
+  // The library's trace (docs/OBSERVABILITY.md): well formed, one slice per stage.
   const std::vector<std::string> t = lines_of(trace);
   ASSERT_FALSE(t.empty());
-  EXPECT_EQ(t.front(), "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+  EXPECT_EQ(t.front().rfind("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":"
+                            "\"cuawait trace_recorder\"",
+                            0),
+            0u)
+      << t.front();
+  std::string trace_text;
   int stages = 0;
   for (const std::string& line : t) {
     stages += line.find("\"ph\":\"X\"") != std::string::npos ? 1 : 0;
+    trace_text += line + "\n";
   }
   EXPECT_EQ(stages, 3 * 3); // decode+preprocess, cpu stages, postprocess per image
+  const auto checked = cuawait::tools::check_trace(trace_text);
+  EXPECT_TRUE(checked.ok()) << (checked.problems.empty() ? "" : checked.problems.front());
+  EXPECT_GE(checked.thread_tracks, 1u);
   const std::vector<std::string> s = lines_of(svg);
   ASSERT_FALSE(s.empty());
   EXPECT_EQ(s.front().rfind("<svg", 0), 0U);
