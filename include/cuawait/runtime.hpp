@@ -43,7 +43,7 @@ struct runtime_options {
   //! The device served (its context is created by the runtime); -1: the constructing
   //! thread's current device. The pool's workers make it their current device.
   //! `cuda::no_device`: no GPU at all (a machine without one, an MPI-only program): the
-  //! runtime runs coroutines and polls `idle_sources`; GPU awaits fail with `cuda_error`.
+  //! runtime runs coroutines and polls `idle_sources`; GPU work is not awaited through it.
   int device = -1;
   //! How GPU completions are detected. Unset: the strategy named by the environment
   //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline, stream_poll)
@@ -184,9 +184,11 @@ private:
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
 
-  observability m_observability;            // first: outlives everything that reports to it
-  mutable cuda::device_context m_context;   // before the pool, whose workers point at it
-  std::optional<idle_source_set> m_sources; //!< the pool's idle sources, when several
+  observability m_observability;          // first: outlives everything that reports to it
+  mutable cuda::device_context m_context; // before the pool, whose workers point at it
+
+  //! The pool's idle source when `idle_sources` are given: them and the GPU reactor.
+  std::optional<idle_source_set> m_sources;
   thread_pool m_pool;
   bool m_idle_polling = false;
   bool m_is_default = false; //!< installed as the default context of other threads

@@ -43,7 +43,8 @@ class release_thread;
 //! `device_context_options::device` (and `runtime_options::device`) for a context without a
 //! GPU: its reactor and pinned pool exist (so a `runtime` runs coroutines, timers and other
 //! idle sources such as MPI on a machine without a GPU or driver), no CUDA device is
-//! touched, and awaiting GPU work through it fails with `cuda_error`.
+//! touched, and GPU work is not to be awaited through it (without a driver that fails with
+//! `cuda_error`).
 inline constexpr int no_device = -2;
 
 //! How a `device_context` is created.
