@@ -15,7 +15,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 namespace {
 
@@ -53,6 +55,22 @@ TEST(idle_source_set, polls_every_member_and_adds_what_they_resolved) {
   EXPECT_EQ(set.poll_idle(), 5u);
   EXPECT_EQ(a.polls.load(), 1u);
   EXPECT_EQ(b.polls.load(), 1u);
+}
+
+TEST(idle_source_set, a_set_built_at_run_time_from_a_span) {
+  scripted_source a;
+  scripted_source b;
+  a.resolves = 1;
+  b.resolves = 4;
+  const std::vector<ca::idle_source*> list{&a, &b};
+  ca::idle_source_set set{std::span<ca::idle_source* const>(list)};
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.poll_idle(), 5u);
+  const std::vector<ca::idle_source*> with_null{&a, nullptr};
+  EXPECT_THROW(ca::idle_source_set{std::span<ca::idle_source* const>(with_null)},
+               std::invalid_argument);
+  // A source that needs no waking ignores the waker an owner gives it (the default).
+  static_cast<ca::idle_source&>(a).set_idle_waker(nullptr, nullptr);
 }
 
 TEST(idle_source_set, pending_and_spinning_when_any_member_is) {

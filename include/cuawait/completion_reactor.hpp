@@ -128,7 +128,7 @@ public:
   //! For reactors polled by idle executor threads: `fn(context)` is called when a wait is
   //! submitted or the source signals a completion, so a parked poller can be woken
   //! (`thread_pool::wake_idle_poller`). Set before submitting waits; nullptr: none.
-  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept;
+  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept override;
 
   // idle_source: polled by idle executor threads (one at a time; the others return at once).
   std::size_t poll_idle() noexcept override;

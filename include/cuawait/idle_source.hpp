@@ -43,6 +43,15 @@ public:
   //! wakes it (`thread_pool::wake_idle_poller`).
   [[nodiscard]] virtual std::chrono::nanoseconds idle_park_period() const noexcept = 0;
 
+  //! `fn(context)` is to be called when the source gets new work to poll for, so that a
+  //! parked poller can be woken (`thread_pool::wake_idle_poller`); nullptr: none. An
+  //! executor's owner (a `runtime`) sets it when it installs the source. The default
+  //! ignores it: for sources whose work never arrives while every poller is parked.
+  virtual void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept {
+    (void)fn;
+    (void)context;
+  }
+
 protected:
   ~idle_source() = default;
 };

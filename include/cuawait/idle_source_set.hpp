@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <initializer_list>
+#include <span>
 #include <stdexcept>
 
 namespace cuawait {
@@ -35,7 +36,11 @@ public:
   static constexpr std::size_t max_sources = 4;
 
   //! @throws std::invalid_argument for a null member or more than `max_sources` of them.
-  idle_source_set(std::initializer_list<idle_source*> sources) {
+  idle_source_set(std::initializer_list<idle_source*> sources)
+      : idle_source_set(std::span<idle_source* const>(sources.begin(), sources.size())) {}
+  //! The same from a list built at run time.
+  //! @throws std::invalid_argument for a null member or more than `max_sources` of them.
+  explicit idle_source_set(std::span<idle_source* const> sources) {
     if (sources.size() > max_sources) {
       throw std::invalid_argument("cuawait::idle_source_set: too many sources");
     }

@@ -20,6 +20,7 @@
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/detail/awaitable_traits.hpp"
 #include "cuawait/doctor.hpp"
+#include "cuawait/idle_source_set.hpp"
 #include "cuawait/observability.hpp"
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/run_loop.hpp"
@@ -31,6 +32,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace cuawait {
 
@@ -40,6 +42,8 @@ struct runtime_options {
   std::size_t threads = std::thread::hardware_concurrency();
   //! The device served (its context is created by the runtime); -1: the constructing
   //! thread's current device. The pool's workers make it their current device.
+  //! `cuda::no_device`: no GPU at all (a machine without one, an MPI-only program): the
+  //! runtime runs coroutines and polls `idle_sources`; GPU work is not awaited through it.
   int device = -1;
   //! How GPU completions are detected. Unset: the strategy named by the environment
   //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline, stream_poll)
@@ -57,6 +61,12 @@ struct runtime_options {
   bool reactor_thread = false;
   //! Bounds of the context's cache of region graphs (`cuda::cached_region`).
   region_cache_options regions{};
+  //! Other sources of completions the pool's idle workers poll, beside the GPU reactor:
+  //! e.g. `{&mpi_reactor}` (an `mpi::reactor`), so that the same workers find GPU and MPI
+  //! completions with no plumbing. At most `idle_source_set::max_sources - 1`, none null.
+  //! The runtime gives each its waker (`idle_source::set_idle_waker`) and takes it back at
+  //! destruction; they must outlive the runtime.
+  std::vector<idle_source*> idle_sources{};
 };
 
 //! Owns a `cuda::device_context` (the device's completion reactor, pinned and device
@@ -176,6 +186,9 @@ private:
 
   observability m_observability;          // first: outlives everything that reports to it
   mutable cuda::device_context m_context; // before the pool, whose workers point at it
+
+  //! The pool's idle source when `idle_sources` are given: them and the GPU reactor.
+  std::optional<idle_source_set> m_sources;
   thread_pool m_pool;
   bool m_idle_polling = false;
   bool m_is_default = false; //!< installed as the default context of other threads

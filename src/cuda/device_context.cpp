@@ -78,13 +78,21 @@ no_device_context::no_device_context()
           "name it with cuda::context_scope (this thread) or cuda::default_context_scope "
           "(threads without one)") {}
 
-device_context::device_context(device_context_options options) : m_device(resolve(options.device)) {
-  const device_guard on(m_device);
+device_context::device_context(device_context_options options)
+    : m_device(options.device == no_device ? no_device : resolve(options.device)) {
+  const bool gpu = m_device != no_device;
+  std::optional<device_guard> on;
+  if (gpu) {
+    on.emplace(m_device);
+  }
   m_release = std::make_unique<detail::release_thread>(m_device);
-  const strategy s = chosen_strategy(options.completion);
+  // Without a GPU, the strategy that needs nothing from CUDA until a wait is armed.
+  const strategy s = gpu ? chosen_strategy(options.completion) : strategy::event_poll;
   reactor_options r = options.reactor;
   r.on_thread_start = [this, user = std::move(r.on_thread_start)] {
-    (void)cudaSetDevice(m_device);
+    if (m_device != no_device) {
+      (void)cudaSetDevice(m_device);
+    }
     tl_context = this; // a coroutine resumed inline here may await GPU work again
     if (user) {
       user();
@@ -92,7 +100,9 @@ device_context::device_context(device_context_options options) : m_device(resolv
   };
   m_reactor = std::make_unique<gpu_reactor>(s, std::move(r));
   m_pinned = std::make_unique<pinned_pool>(options.pinned);
-  m_memory = std::make_unique<device_memory_pool>(device_memory_pool_options{m_device});
+  if (gpu) {
+    m_memory = std::make_unique<device_memory_pool>(device_memory_pool_options{m_device});
+  }
   m_regions = std::make_unique<region_cache>(options.regions);
   context_registry& reg = registry();
   const std::lock_guard lock(reg.mutex);

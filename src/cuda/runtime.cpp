@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -82,7 +83,9 @@ runtime::runtime(runtime_options options)
     : m_context(context_options(options)),
       m_pool(std::max<std::size_t>(options.threads, 1),
              [ctx = &m_context](std::size_t) {
-               (void)cudaSetDevice(ctx->device()); // the context's device was usable just now
+               if (ctx->device() != cuda::no_device) {
+                 (void)cudaSetDevice(ctx->device()); // the context's device was usable just now
+               }
                cuda::detail::set_thread_context(ctx);
                name_this_thread("cuawait-pool"); // for profilers, and tools that tell workers
              }),
@@ -92,10 +95,21 @@ runtime::runtime(runtime_options options)
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
   m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});
   m_doctor = doctor_at_exit();
+  std::vector<idle_source*> sources;
   if (m_idle_polling) {
-    reactor.set_idle_waker(&runtime::wake_pool, &m_pool);
-    m_pool.set_idle_source(&reactor);
-    m_loop.set_idle_source(&reactor); // `run` polls too: its completions need no wake-up
+    sources.push_back(&reactor);
+  }
+  sources.insert(sources.end(), options.idle_sources.begin(), options.idle_sources.end());
+  if (!options.idle_sources.empty()) {
+    m_sources.emplace(std::span<idle_source* const>(sources)); // checks them; may throw
+  }
+  for (idle_source* s : sources) {
+    s->set_idle_waker(&runtime::wake_pool, &m_pool);
+  }
+  if (!sources.empty()) {
+    idle_source* const polled = m_sources ? &*m_sources : sources.front();
+    m_pool.set_idle_source(polled);
+    m_loop.set_idle_source(polled); // `run` polls too: its completions need no wake-up
   }
   m_is_default = cuda::detail::install_default_context_if_none(&m_context);
 }
@@ -115,10 +129,16 @@ runtime::~runtime() {
   if (m_is_default) {
     cuda::detail::remove_default_context(&m_context);
   }
-  if (m_idle_polling) {
+  if (m_idle_polling || m_sources) {
     m_loop.set_idle_source(nullptr); // nobody drives the loop any more
-    m_pool.set_idle_source(nullptr); // returns once no worker polls the reactor any more
-    reactor.set_idle_waker(nullptr, nullptr);
+    m_pool.set_idle_source(nullptr); // returns once no worker polls the sources any more
+    if (m_sources) {
+      for (idle_source* s : *m_sources) {
+        s->set_idle_waker(nullptr, nullptr);
+      }
+    } else {
+      reactor.set_idle_waker(nullptr, nullptr);
+    }
   }
   m_pool.shutdown();
   if (m_doctor) {

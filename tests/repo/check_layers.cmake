@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The layers, checked on the sources: cmake -DROOT=<repository> -P check_layers.cmake
 #
-#  - the core (include/cuawait/ outside cuda/, and src/core/) includes no CUDA header (the
+#  - the core (include/cuawait/ outside cuda/ and the NCCL layer's nccl/ and nccl.hpp, and
+#    src/core/) includes no CUDA header (the
 #    runtime, the driver, the math libraries, NCCL, Thrust/CUB/libcu++) and no header of the
 #    CUDA layer (cuawait/cuda/..., cuawait/cuda.hpp, cuawait/runtime.hpp);
 #  - no library file (include/, src/) includes a file of apps/, bench/ or examples/.
@@ -31,7 +32,7 @@ set(outside_regex "(^|/)(apps|bench|examples)/")
 file(GLOB_RECURSE core_files RELATIVE ${ROOT}
      ${ROOT}/include/cuawait/*.hpp ${ROOT}/include/cuawait/*.h
      ${ROOT}/src/core/*.hpp ${ROOT}/src/core/*.cpp ${ROOT}/src/core/*.h)
-list(FILTER core_files EXCLUDE REGEX "^include/cuawait/cuda/")
+list(FILTER core_files EXCLUDE REGEX "^include/cuawait/(cuda|nccl)/|^include/cuawait/nccl\\.hpp$")
 file(GLOB_RECURSE library_files RELATIVE ${ROOT}
      ${ROOT}/include/*.hpp ${ROOT}/include/*.h ${ROOT}/include/*.cuh
      ${ROOT}/src/*.hpp ${ROOT}/src/*.h ${ROOT}/src/*.cpp ${ROOT}/src/*.cu ${ROOT}/src/*.cuh)

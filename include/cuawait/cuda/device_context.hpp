@@ -40,9 +40,16 @@ class release_thread;
 [[nodiscard]] release_thread* release_thread_of(device_context& ctx) noexcept;
 } // namespace detail
 
+//! `device_context_options::device` (and `runtime_options::device`) for a context without a
+//! GPU: its reactor and pinned pool exist (so a `runtime` runs coroutines, timers and other
+//! idle sources such as MPI on a machine without a GPU or driver), no CUDA device is
+//! touched, and GPU work is not to be awaited through it (without a driver that fails with
+//! `cuda_error`).
+inline constexpr int no_device = -2;
+
 //! How a `device_context` is created.
 struct device_context_options {
-  //! Device ordinal; -1 means the creating thread's current device.
+  //! Device ordinal; -1 means the creating thread's current device; `no_device`: none.
   int device = -1;
   //! How completions are detected. Unset: the environment variable `CUAWAIT_STRATEGY`
   //! when set (a name it does not know is refused with std::invalid_argument), else
@@ -93,7 +100,14 @@ public:
   //! The pool `pinned_buffer` uses when given none.
   [[nodiscard]] pinned_pool& pinned() noexcept { return *m_pinned; }
   //! The pool `device_buffer` uses when given none.
-  [[nodiscard]] device_memory_pool& memory() noexcept { return *m_memory; }
+  //! @throws std::logic_error for a context made with `no_device`.
+  [[nodiscard]] device_memory_pool& memory() {
+    if (!m_memory) {
+      throw std::logic_error("cuawait::cuda::device_context::memory: a context made with "
+                             "cuda::no_device has no device memory pool");
+    }
+    return *m_memory;
+  }
   //! The graphs of `cached_region`s awaited on this device (cuda/region.hpp).
   [[nodiscard]] region_cache& regions() noexcept { return *m_regions; }
   //! Returns once every release handed to the release thread before the call has run (the

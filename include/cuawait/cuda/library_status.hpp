@@ -165,7 +165,13 @@ struct status_checker<ncclResult_t> {
       return "ncclInvalidArgument";
     case ncclInvalidUsage:
       return "ncclInvalidUsage";
-    default: // ncclRemoteError, ncclInProgress and later ones, by number
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21400
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+#endif
+    default: // later ones, by number
       return "ncclResult_t error";
     }
   }

@@ -194,7 +194,7 @@ public:
 
   //! `fn(context)` is called when a request is submitted, so that a parked poller can be
   //! woken (`thread_pool::wake_idle_poller`). Set before submitting; nullptr: none.
-  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept;
+  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept override;
 
   // idle_source: polled by idle executor threads (one at a time; the others return at once).
   std::size_t poll_idle() noexcept override { return poll(); }
