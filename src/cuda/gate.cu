@@ -181,7 +181,7 @@ void gate_closer::operator()() const noexcept {
 } // namespace detail
 
 gate::gate(stream_ref s, std::stop_token token)
-    : m_stream(s), m_pool(&pinned_pool::current()),
+    : m_stream(s.get()), m_pool(&pinned_pool::current()), // refuses a moved-from stream
       m_block(m_pool->allocate(sizeof(detail::gate_words))),
       m_words(static_cast<detail::gate_words*>(m_block.ptr)), m_device_words(nullptr),
       m_flight(nullptr) {

@@ -36,6 +36,15 @@ public:
   //! True for errors after which the CUDA context is unusable (sticky errors).
   [[nodiscard]] bool context_lost() const noexcept { return is_sticky(m_code); }
 
+  //! The error for a use of a moved-from (or released) handle, thrown before any CUDA call:
+  //! `cudaErrorInvalidResourceHandle`, operation "use of a moved-from <handle>", e.g.
+  //! "use of a moved-from cuda::stream".
+  [[nodiscard]] static cuda_error
+  moved_from(const char* handle, std::source_location where = std::source_location::current()) {
+    return cuda_error(cudaErrorInvalidResourceHandle,
+                      (std::string("use of a moved-from ") + handle).c_str(), "", where);
+  }
+
   //! Whether `code` is one of the errors that corrupt the context for good.
   static bool is_sticky(cudaError_t code) noexcept {
     switch (code) {
