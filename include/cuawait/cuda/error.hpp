@@ -4,6 +4,12 @@
 //! @file
 //! The CUDA error model: one exception type, a throwing check, an asserting check for
 //! destructors and noexcept paths, and a status-returning form.
+//!
+//! Argument order: every check names the operation first, then what it checks, then the
+//! API: `check("copy", cudaMemcpyAsync(...), "cudaMemcpyAsync")`,
+//! `check_noexcept("stream destroy", cudaStreamDestroy(s), "cudaStreamDestroy")`,
+//! `CUAWAIT_CUDA_CHECK("copy", cudaMemcpyAsync(...))` (the API named from the expression),
+//! and likewise `check_status` (library_status.hpp) and `mpi::check`.
 
 #include <cuda_runtime_api.h>
 
@@ -97,7 +103,7 @@ private:
 
 //! Throws `cuda_error` when `code` is not `cudaSuccess`. Clears CUDA's last-error slot for
 //! non-sticky errors so that a later unrelated check does not see this one again.
-inline void check(cudaError_t code, const char* operation, const char* api,
+inline void check(const char* operation, cudaError_t code, const char* api,
                   std::source_location where = std::source_location::current()) {
   if (code != cudaSuccess) [[unlikely]] {
     if (!cuda_error::is_sticky(code)) {
@@ -109,7 +115,7 @@ inline void check(cudaError_t code, const char* operation, const char* api,
 
 //! For destructors and noexcept paths: reports a failure on stderr and, in debug builds,
 //! aborts. Never throws.
-inline void check_noexcept(cudaError_t code, const char* operation, const char* api,
+inline void check_noexcept(const char* operation, cudaError_t code, const char* api,
                            std::source_location where = std::source_location::current()) noexcept {
   if (code != cudaSuccess) [[unlikely]] {
     if (!cuda_error::is_sticky(code)) {
@@ -139,4 +145,4 @@ inline void check_noexcept(cudaError_t code, const char* operation, const char* 
 
 //! Checks a CUDA runtime call, naming the API from the expression:
 //! `CUAWAIT_CUDA_CHECK("copy H2D", cudaMemcpyAsync(...))`.
-#define CUAWAIT_CUDA_CHECK(operation, call) ::cuawait::cuda::check((call), (operation), #call)
+#define CUAWAIT_CUDA_CHECK(operation, call) ::cuawait::cuda::check((operation), (call), #call)

@@ -34,7 +34,7 @@ struct event_traits {
   static bool is_moved_from(cudaEvent_t e) noexcept { return is_sentinel_handle(e); }
   static void destroy(cudaEvent_t e) noexcept {
     forget_event(e);
-    check_noexcept(cudaEventDestroy(e), "event destroy", "cudaEventDestroy");
+    check_noexcept("event destroy", cudaEventDestroy(e), "cudaEventDestroy");
   }
   [[noreturn]] static void throw_moved_from(cudaEvent_t /*e*/, std::source_location where) {
     throw cuda_error::moved_from("cuda::event", where);
@@ -64,12 +64,12 @@ public:
       (void)cudaGetLastError();
       return false;
     }
-    check(e, "event query", "cudaEventQuery");
+    check("event query", e, "cudaEventQuery");
     return true;
   }
   //! Blocks the calling thread until the recorded work finished (tests, shutdown).
   //! @throws cuda_error
-  void sync() const { check(cudaEventSynchronize(get()), "event sync", "cudaEventSynchronize"); }
+  void sync() const { check("event sync", cudaEventSynchronize(get()), "cudaEventSynchronize"); }
 
   friend constexpr bool operator==(event_ref a, event_ref b) noexcept {
     return a.m_event == b.m_event;

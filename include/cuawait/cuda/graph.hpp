@@ -46,7 +46,7 @@ struct graph_traits : handle_holder_access {
   static cudaGraph_t moved_from() noexcept { return sentinel_handle<cudaGraph_t>(); }
   static bool is_moved_from(cudaGraph_t g) noexcept { return is_sentinel_handle(g); }
   static void destroy(cudaGraph_t g) noexcept {
-    check_noexcept(cudaGraphDestroy(g), "graph destroy", "cudaGraphDestroy");
+    check_noexcept("graph destroy", cudaGraphDestroy(g), "cudaGraphDestroy");
   }
   [[noreturn]] static void throw_moved_from(cudaGraph_t /*g*/, std::source_location where) {
     throw cuda_error::moved_from("cuda::graph", where);
@@ -235,7 +235,7 @@ private:
   template <class Add>
   graph_node add(const char* operation, Add&& add_node) {
     cudaGraphNode_t n = nullptr;
-    check(add_node(&n), operation, "cudaGraphAdd*Node");
+    check(operation, add_node(&n), "cudaGraphAdd*Node");
     return graph_node(n);
   }
 
@@ -260,7 +260,7 @@ inline graph_update_result graph_exec::try_update(const graph& g) {
     }
     return r;
   }
-  check(e, "graph update", "cudaGraphExecUpdate");
+  check("graph update", e, "cudaGraphExecUpdate");
   return r;
 }
 

@@ -35,7 +35,7 @@ struct graph_exec_traits : handle_holder_access {
   static cudaGraphExec_t moved_from() noexcept { return sentinel_handle<cudaGraphExec_t>(); }
   static bool is_moved_from(cudaGraphExec_t e) noexcept { return is_sentinel_handle(e); }
   static void destroy(cudaGraphExec_t e) noexcept {
-    check_noexcept(cudaGraphExecDestroy(e), "graph exec destroy", "cudaGraphExecDestroy");
+    check_noexcept("graph exec destroy", cudaGraphExecDestroy(e), "cudaGraphExecDestroy");
   }
   [[noreturn]] static void throw_moved_from(cudaGraphExec_t /*e*/, std::source_location where) {
     throw cuda_error::moved_from("cuda::graph_exec", where);
@@ -154,7 +154,7 @@ public:
   //! `cuda_error` naming "graph launch" when the graph's work failed.
   operation launch(stream_ref s,
                    std::source_location where = std::source_location::current()) const {
-    check(cudaGraphLaunch(checked_handle(where), s.get()), "graph launch", "cudaGraphLaunch",
+    check("graph launch", cudaGraphLaunch(checked_handle(where), s.get()), "cudaGraphLaunch",
           where);
     return operation{s.get(), "graph launch", where};
   }

@@ -52,7 +52,7 @@ struct stream_traits {
   static bool is_moved_from(cudaStream_t s) noexcept { return is_sentinel_handle(s); }
   static void destroy(cudaStream_t s) noexcept {
     forget_stream(s);
-    check_noexcept(cudaStreamDestroy(s), "stream destroy", "cudaStreamDestroy");
+    check_noexcept("stream destroy", cudaStreamDestroy(s), "cudaStreamDestroy");
   }
   [[noreturn]] static void throw_moved_from(cudaStream_t s, std::source_location where) {
     throw cuda_error::moved_from(s == forgotten_lease() ? "cuda::stream_lease" : "cuda::stream",
@@ -99,7 +99,7 @@ public:
       (void)cudaGetLastError();
       return false;
     }
-    check(e, "stream query", "cudaStreamQuery");
+    check("stream query", e, "cudaStreamQuery");
     return true;
   }
 
@@ -107,14 +107,14 @@ public:
   //! coroutine writes `co_await s` instead.
   //! @throws cuda_error when enqueued work failed.
   void sync() const {
-    check(cudaStreamSynchronize(native()), "stream sync", "cudaStreamSynchronize");
+    check("stream sync", cudaStreamSynchronize(native()), "cudaStreamSynchronize");
   }
 
   //! The stream's priority (lower numbers run first, CUDA's convention).
   //! @throws cuda_error
   [[nodiscard]] int priority() const {
     int p = 0;
-    check(cudaStreamGetPriority(native(), &p), "stream priority", "cudaStreamGetPriority");
+    check("stream priority", cudaStreamGetPriority(native(), &p), "cudaStreamGetPriority");
     return p;
   }
 
@@ -132,7 +132,7 @@ public:
   operation copy(T* dst, const T* src, std::size_t count,
                  std::source_location where = std::source_location::current()) const {
     static_assert(std::is_trivially_copyable_v<T>, "copy: T must be trivially copyable");
-    check(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, native(where)), "copy",
+    check("copy", cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, native(where)),
           "cudaMemcpyAsync", where);
     detail::note_copy(count * sizeof(T));
     return {m_stream, "copy", where};
@@ -162,9 +162,10 @@ public:
   operation copy_2d(T* dst, std::size_t dst_pitch, const T* src, std::size_t src_pitch,
                     std::size_t width, std::size_t height,
                     std::source_location where = std::source_location::current()) const {
-    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
+    check("copy 2D",
+          cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
                             cudaMemcpyDefault, native(where)),
-          "copy 2D", "cudaMemcpy2DAsync", where);
+          "cudaMemcpy2DAsync", where);
     detail::note_copy(width * sizeof(T) * height);
     return {m_stream, "copy 2D", where};
   }
@@ -173,7 +174,7 @@ public:
   template <class T>
   operation memset(T* dst, int value, std::size_t count,
                    std::source_location where = std::source_location::current()) const {
-    check(cudaMemsetAsync(dst, value, count * sizeof(T), native(where)), "memset",
+    check("memset", cudaMemsetAsync(dst, value, count * sizeof(T), native(where)),
           "cudaMemsetAsync", where);
     return {m_stream, "memset", where};
   }
@@ -206,14 +207,15 @@ public:
   operation host_func(F&& f, std::source_location where = std::source_location::current()) const {
     using fn_t = std::decay_t<F>;
     auto boxed = std::make_unique<fn_t>(std::forward<F>(f));
-    check(cudaLaunchHostFunc(
+    check("host function",
+          cudaLaunchHostFunc(
               native(where),
               [](void* p) {
                 const std::unique_ptr<fn_t> fn(static_cast<fn_t*>(p));
                 (*fn)();
               },
               boxed.get()),
-          "host function", "cudaLaunchHostFunc", where);
+          "cudaLaunchHostFunc", where);
     (void)boxed.release();
     return {m_stream, "host function", where};
   }
@@ -235,12 +237,12 @@ public:
     if constexpr (std::is_void_v<status_t>) {
       f(s);
     } else if constexpr (std::is_same_v<status_t, cudaError_t>) {
-      check(f(s), "enqueue", "library call", where);
+      check("enqueue", f(s), "library call", where);
     } else {
       static_assert(concepts::library_status<status_t>,
                     "stream_ref::enqueue: f returns a type that is neither void, cudaError_t nor "
                     "a library status with a cuawait::cuda::status_checker specialisation");
-      check_status(f(s), "enqueue", where);
+      check_status("enqueue", f(s), where);
     }
     return {m_stream, "enqueue", where};
   }
@@ -280,9 +282,10 @@ private:
           ((argv[i++] = static_cast<void*>(&a)), ...);
         },
         converted);
-    check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, shared_bytes,
+    check("kernel launch",
+          cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, shared_bytes,
                            native(where)),
-          "kernel launch", "cudaLaunchKernel", where);
+          "cudaLaunchKernel", where);
     return {m_stream, "kernel launch", where};
   }
 
