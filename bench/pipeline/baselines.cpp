@@ -31,7 +31,7 @@ namespace {
 constexpr std::chrono::seconds stall_limit{30};
 
 void sync(cudaStream_t s, const char* operation) {
-  cuda::check(cudaStreamSynchronize(s), operation, "cudaStreamSynchronize");
+  cuda::check(operation, cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 //! Enqueues one job's four GPU operations on `s`: H2D copy, kernel A, kernel B, D2H copy.
@@ -195,7 +195,7 @@ void handsm(mode_context& ctx, timed_region& timer) {
       if (e == cudaErrorNotReady) {
         continue;
       }
-      cuda::check(e, "event poll", "cudaEventQuery");
+      cuda::check("event poll", e, "cudaEventQuery");
       ctx.work.post(slot->job, slot->h());
       slot->job = -1;
       --active;

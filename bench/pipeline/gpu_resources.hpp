@@ -37,7 +37,7 @@ public:
   [[nodiscard]] T get() const noexcept { return m_h; }
   void reset() noexcept {
     if (m_h != T{}) {
-      cuda::check_noexcept(Release(std::exchange(m_h, T{})), "release", "cuda free/destroy");
+      cuda::check_noexcept("release", Release(std::exchange(m_h, T{})), "cuda free/destroy");
     }
   }
 

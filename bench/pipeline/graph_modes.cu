@@ -91,11 +91,11 @@ struct graph_pipeline {
     const int grid = ctx.grid;
     auto t0 = clock_type::now();
     cu::graph g = cu::capture(s, [&](cu::stream_ref cs) {
-      cu::check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cs.get()), "copy H2D",
+      cu::check("copy H2D", cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, cs.get()),
                 "cudaMemcpyAsync");
-      cu::check(launch_kernel_a(dev, dev, n, iters, grid, cs.get()), "kernel A", "launch");
-      cu::check(launch_kernel_b(dev, dev, n, iters, grid, cs.get()), "kernel B", "launch");
-      cu::check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, cs.get()), "copy D2H",
+      cu::check("kernel A", launch_kernel_a(dev, dev, n, iters, grid, cs.get()), "launch");
+      cu::check("kernel B", launch_kernel_b(dev, dev, n, iters, grid, cs.get()), "launch");
+      cu::check("copy D2H", cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, cs.get()),
                 "cudaMemcpyAsync");
     });
     capture_us += us_since(t0);
@@ -266,8 +266,8 @@ struct batch_shape {
       float* d = static_cast<float*>(run.dst);
       const std::size_t n = run.bytes / sizeof(float);
       const int grid = kernel_grid(n, ctx->sms);
-      cu::check(launch_kernel_a(d, d, n, iters, grid, kernels.get()), "kernel A", "launch");
-      cu::check(launch_kernel_b(d, d, n, iters, grid, kernels.get()), "kernel B", "launch");
+      cu::check("kernel A", launch_kernel_a(d, d, n, iters, grid, kernels.get()), "launch");
+      cu::check("kernel B", launch_kernel_b(d, d, n, iters, grid, kernels.get()), "launch");
     }
     if (staged != nullptr) {
       kernels.record(staged->computed);

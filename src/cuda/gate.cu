@@ -28,7 +28,7 @@ __global__ void gate_check(cudaGraphConditionalHandle h, gate_words* w) {
 }
 
 void fail(cudaError_t e, const char* api, const std::source_location& where) {
-  check(e, "gated work", api, where);
+  check("gated work", e, api, where);
 }
 
 cudaError_t add_node(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t* deps,
@@ -85,7 +85,7 @@ void gate_in_flight::reap() noexcept {
     if (q != cudaSuccess) {
       (void)cudaGetLastError(); // an error after which the GPU runs nothing more: done too
     }
-    check_noexcept(cudaGraphExecDestroy(launched[n].exec), "gated work", "cudaGraphExecDestroy");
+    check_noexcept("gated work", cudaGraphExecDestroy(launched[n].exec), "cudaGraphExecDestroy");
     spare_events.push_back(launched[n].done);
   }
   launched.erase(launched.begin(), launched.begin() + static_cast<std::ptrdiff_t>(n));
@@ -94,7 +94,7 @@ void gate_in_flight::reap() noexcept {
 void gate_in_flight::destroy_all() noexcept {
   for (const gate_launched& l : launched) {
     (void)try_check(cudaEventSynchronize(l.done));
-    check_noexcept(cudaGraphExecDestroy(l.exec), "gated work", "cudaGraphExecDestroy");
+    check_noexcept("gated work", cudaGraphExecDestroy(l.exec), "cudaGraphExecDestroy");
     (void)try_check(cudaEventDestroy(l.done));
   }
   for (cudaEvent_t e : spare_events) {
@@ -156,12 +156,12 @@ void gate_end(gate_unit& u, cudaStream_t s, gate_in_flight& flight,
   }
   if (exec != nullptr) {
     // Launched but not tracked (the event could not be recorded): CUDA waits for the launch.
-    check_noexcept(cudaGraphExecDestroy(exec), "gated work", "cudaGraphExecDestroy");
+    check_noexcept("gated work", cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
   }
   if (launched && e != cudaSuccess) {
     e = cudaSuccess; // the unit runs; only its tracking failed, and it was handled above
   }
-  check_noexcept(cudaGraphDestroy(std::exchange(u.graph, nullptr)), "gated work",
+  check_noexcept("gated work", cudaGraphDestroy(std::exchange(u.graph, nullptr)),
                  "cudaGraphDestroy");
   if (e != cudaSuccess) {
     fail(e, api, where);
@@ -181,7 +181,7 @@ void gate_closer::operator()() const noexcept {
 } // namespace detail
 
 gate::gate(stream_ref s, std::stop_token token)
-    : m_stream(s), m_pool(&pinned_pool::current()),
+    : m_stream(s.get()), m_pool(&pinned_pool::current()), // refuses a moved-from stream
       m_block(m_pool->allocate(sizeof(detail::gate_words))),
       m_words(static_cast<detail::gate_words*>(m_block.ptr)), m_device_words(nullptr),
       m_flight(nullptr) {
@@ -190,7 +190,7 @@ gate::gate(stream_ref s, std::stop_token token)
   const cudaError_t e = cudaHostGetDevicePointer(&d, m_block.ptr, 0);
   if (e != cudaSuccess) {
     m_pool->deallocate(m_block);
-    check(e, "gate: map its words", "cudaHostGetDevicePointer");
+    check("gate: map its words", e, "cudaHostGetDevicePointer");
   }
   m_device_words = static_cast<detail::gate_words*>(d);
   try {

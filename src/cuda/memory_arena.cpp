@@ -37,13 +37,13 @@ arena_pair::arena_pair(std::size_t bytes_per_slot, std::size_t slots)
   const std::size_t bytes = total_bytes(m_slot_bytes, slots);
   const std::string what = "arena_pair: allocate " + std::to_string(bytes) + " bytes";
   void* host = nullptr;
-  check(cudaHostAlloc(&host, bytes, cudaHostAllocPortable), (what + " pinned").c_str(),
+  check((what + " pinned").c_str(), cudaHostAlloc(&host, bytes, cudaHostAllocPortable),
         "cudaHostAlloc");
   void* device = nullptr;
   const cudaError_t e = cudaMalloc(&device, bytes);
   if (e != cudaSuccess) {
     detail::release_later(&detail::free_host, host);
-    check(e, (what + " on the device").c_str(), "cudaMalloc");
+    check((what + " on the device").c_str(), e, "cudaMalloc");
   }
   m_host = static_cast<std::byte*>(host);
   m_device = static_cast<std::byte*>(device);
@@ -97,7 +97,7 @@ std::size_t arena_pair::copy(stream_ref s, std::span<const std::size_t> slots,
       const std::string what = std::string("arena_pair: copy ") + (to_device ? "H2D" : "D2H") +
                                " of " + std::to_string(r.bytes) + " bytes at offset " +
                                std::to_string(r.offset);
-      check(e, what.c_str(), "cudaMemcpyAsync");
+      check(what.c_str(), e, "cudaMemcpyAsync");
     }
     detail::note_copy(r.bytes);
   }

@@ -15,7 +15,7 @@ void* device_allocate(std::size_t bytes, cudaStream_t s, cudaMemPool_t pool) {
   const cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool, s);
   if (e != cudaSuccess) [[unlikely]] {
     const std::string what = "device_buffer: allocate " + std::to_string(bytes) + " bytes";
-    check(e, what.c_str(), "cudaMallocFromPoolAsync");
+    check(what.c_str(), e, "cudaMallocFromPoolAsync");
   }
   return p;
 }
@@ -25,7 +25,7 @@ void device_free(void* p, release_order& order) noexcept {
     release_after_device_idle(&free_device, p); // cudaFree of pool memory: legal, synchronous
     return;
   }
-  check_noexcept(cudaFreeAsync(p, order.primary()), "device_buffer: free", "cudaFreeAsync");
+  check_noexcept("device_buffer: free", cudaFreeAsync(p, order.primary()), "cudaFreeAsync");
 }
 
 std::size_t checked_bytes(std::size_t count, std::size_t element, const char* what) {

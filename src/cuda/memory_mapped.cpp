@@ -18,12 +18,12 @@ void* mapped_allocate(std::size_t count, std::size_t element, void*& device) {
   }
   const std::string what = "mapped_buffer: allocate " + std::to_string(bytes) + " bytes";
   void* host = nullptr;
-  check(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable), what.c_str(),
+  check(what.c_str(), cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
         "cudaHostAlloc");
   const cudaError_t e = cudaHostGetDevicePointer(&device, host, 0);
   if (e != cudaSuccess) {
     release_later(&free_host, host);
-    check(e, what.c_str(), "cudaHostGetDevicePointer");
+    check(what.c_str(), e, "cudaHostGetDevicePointer");
   }
   std::memset(host, 0, bytes);
   return host;

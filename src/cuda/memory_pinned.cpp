@@ -15,7 +15,7 @@ pinned_backend::pinned_backend(pinned_backend&& other) noexcept
 
 pinned_backend::~pinned_backend() {
   for (cudaEvent_t e : m_events) {
-    check_noexcept(cudaEventDestroy(e), "pinned_pool: destroy event", "cudaEventDestroy");
+    check_noexcept("pinned_pool: destroy event", cudaEventDestroy(e), "cudaEventDestroy");
   }
 }
 
@@ -24,7 +24,7 @@ void* pinned_backend::allocate(std::size_t bytes) {
   const cudaError_t e = cudaHostAlloc(&p, bytes, m_flags);
   if (e != cudaSuccess) [[unlikely]] {
     const std::string what = "pinned_pool: allocate " + std::to_string(bytes) + " bytes";
-    check(e, what.c_str(), "cudaHostAlloc");
+    check(what.c_str(), e, "cudaHostAlloc");
   }
   return p;
 }
@@ -65,7 +65,7 @@ void pinned_backend::discard(fence_type& f) noexcept {
     return;
   } catch (...) { // no room to cache it: destroy it below
   }
-  check_noexcept(cudaEventDestroy(f), "pinned_pool: destroy event", "cudaEventDestroy");
+  check_noexcept("pinned_pool: destroy event", cudaEventDestroy(f), "cudaEventDestroy");
   f = nullptr;
 }
 
@@ -88,7 +88,7 @@ pinned_backend::fence_type pinned_backend::record(cudaStream_t s) noexcept {
   if (e == cudaSuccess) {
     return ev;
   }
-  check_noexcept(e, "pinned_pool: fence a returned block", "cudaEventRecord");
+  check_noexcept("pinned_pool: fence a returned block", e, "cudaEventRecord");
   if (ev != nullptr) {
     (void)try_check(cudaEventDestroy(ev));
   }

@@ -54,7 +54,7 @@ device_memory_pool& device_memory_pool::operator=(device_memory_pool&& other) no
 
 device_memory_pool::~device_memory_pool() {
   if (m_pool != nullptr) {
-    check_noexcept(cudaMemPoolDestroy(m_pool), "device_memory_pool: destroy", "cudaMemPoolDestroy");
+    check_noexcept("device_memory_pool: destroy", cudaMemPoolDestroy(m_pool), "cudaMemPoolDestroy");
     m_pool = nullptr;
   }
 }

@@ -38,10 +38,10 @@ bool release_order::join() noexcept {
       if (e == cudaSuccess) {
         e = cudaStreamWaitEvent(m_primary, ev, 0);
       }
-      check_noexcept(cudaEventDestroy(ev), "buffer release: join streams", "cudaEventDestroy");
+      check_noexcept("buffer release: join streams", cudaEventDestroy(ev), "cudaEventDestroy");
     }
     if (e != cudaSuccess) {
-      check_noexcept(e, "buffer release: join streams", "cudaStreamWaitEvent");
+      check_noexcept("buffer release: join streams", e, "cudaStreamWaitEvent");
       joined = false; // the caller defers the release until the device is idle
     }
   }

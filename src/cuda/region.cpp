@@ -88,7 +88,7 @@ region_backend::blueprint region_backend::build(const region_ops& ops) {
       break;
     }
     }
-    check(e, operation_label("graph add node", i, op.kind).c_str(), "cudaGraphAdd*Node");
+    check(operation_label("graph add node", i, op.kind).c_str(), e, "cudaGraphAdd*Node");
     b.nodes.push_back(node);
   }
   return b;
@@ -96,7 +96,7 @@ region_backend::blueprint region_backend::build(const region_ops& ops) {
 
 region_backend::exec region_backend::instantiate(const blueprint& b) {
   cudaGraphExec_t e = nullptr;
-  check(cudaGraphInstantiate(&e, b.g.get(), 0), "cached region: graph instantiate",
+  check("cached region: graph instantiate", cudaGraphInstantiate(&e, b.g.get(), 0),
         "cudaGraphInstantiate");
   return graph_exec::from_native_handle(e);
 }
@@ -159,7 +159,7 @@ void region_recorder::kernel(const void* func, dim3 grid, dim3 block, std::size_
                              void** args, const std::uint32_t* sizes, std::uint32_t count,
                              std::source_location where) {
   if (m_capture) {
-    check(cudaLaunchKernel(func, grid, block, args, shared_bytes, m_stream.get()), "kernel launch",
+    check("kernel launch", cudaLaunchKernel(func, grid, block, args, shared_bytes, m_stream.get()),
           "cudaLaunchKernel", where);
     return;
   }
@@ -169,7 +169,7 @@ void region_recorder::kernel(const void* func, dim3 grid, dim3 block, std::size_
 void region_recorder::copy(void* dst, const void* src, std::size_t bytes,
                            std::source_location where) {
   if (m_capture) {
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, m_stream.get()), "copy",
+    check("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, m_stream.get()),
           "cudaMemcpyAsync", where);
     return;
   }
@@ -178,7 +178,7 @@ void region_recorder::copy(void* dst, const void* src, std::size_t bytes,
 
 void region_recorder::memset(void* dst, int value, std::size_t bytes, std::source_location where) {
   if (m_capture) {
-    check(cudaMemsetAsync(dst, value, bytes, m_stream.get()), "memset", "cudaMemsetAsync", where);
+    check("memset", cudaMemsetAsync(dst, value, bytes, m_stream.get()), "cudaMemsetAsync", where);
     return;
   }
   m_ops.add_memset(dst, value, bytes);
@@ -190,17 +190,18 @@ void region_recorder::emit(const region_ops& ops, std::size_t i) {
   case region_op_kind::kernel: {
     std::vector<void*> args;
     ops.arg_pointers(op, args);
-    check(cudaLaunchKernel(op.func, to_dim3(op.grid), to_dim3(op.block),
+    check("kernel launch",
+          cudaLaunchKernel(op.func, to_dim3(op.grid), to_dim3(op.block),
                            args.empty() ? nullptr : args.data(), op.shared_bytes, m_stream.get()),
-          "kernel launch", "cudaLaunchKernel", m_where);
+          "cudaLaunchKernel", m_where);
     break;
   }
   case region_op_kind::copy:
-    check(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, m_stream.get()), "copy",
+    check("copy", cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, m_stream.get()),
           "cudaMemcpyAsync", m_where);
     break;
   case region_op_kind::memset:
-    check(cudaMemsetAsync(op.dst, op.value, op.bytes, m_stream.get()), "memset", "cudaMemsetAsync",
+    check("memset", cudaMemsetAsync(op.dst, op.value, op.bytes, m_stream.get()), "cudaMemsetAsync",
           m_where);
     break;
   }
@@ -219,7 +220,7 @@ stream_ref region_recorder::to_capture() {
 
 graph_cache_outcome region_recorder::launch(bool tracked) {
   const auto launch_on_stream = [this](graph_exec& e) {
-    check(cudaGraphLaunch(e.get(), m_stream.get()), "cached region launch", "cudaGraphLaunch",
+    check("cached region launch", cudaGraphLaunch(e.get(), m_stream.get()), "cudaGraphLaunch",
           m_where);
   };
   region_core::result r;

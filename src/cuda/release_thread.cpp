@@ -127,7 +127,7 @@ void release_after(cudaStream_t after, release_fn fn, void* p) noexcept {
     }
   }
   if (e != cudaSuccess) {
-    check_noexcept(e, "deferred release: fence the stream", "cudaEventRecord");
+    check_noexcept("deferred release: fence the stream", e, "cudaEventRecord");
     post_or_run({fn, p, nullptr, true});
     return;
   }
@@ -139,10 +139,10 @@ void release_after_device_idle(release_fn fn, void* p) noexcept {
 }
 
 void free_host(void* p) noexcept {
-  check_noexcept(cudaFreeHost(p), "deferred release", "cudaFreeHost");
+  check_noexcept("deferred release", cudaFreeHost(p), "cudaFreeHost");
 }
 
-void free_device(void* p) noexcept { check_noexcept(cudaFree(p), "deferred release", "cudaFree"); }
+void free_device(void* p) noexcept { check_noexcept("deferred release", cudaFree(p), "cudaFree"); }
 
 bool on_release_thread() noexcept { return tl_on_release_thread; }
 

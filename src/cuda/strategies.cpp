@@ -43,7 +43,7 @@ void arm_pooled_event(event_pool& pool, cudaStream_t s, wait_node& w) {
   const cudaError_t r = cudaEventRecord(e, s);
   if (r != cudaSuccess) {
     pool.release(e);
-    check(r, w.operation, "cudaEventRecord");
+    check(w.operation, r, "cudaEventRecord");
   }
   w.token = reinterpret_cast<std::uintptr_t>(e);
   w.source_data = &g_owned_tag;
@@ -167,7 +167,7 @@ public:
     if (r != cudaSuccess) {
       drop(slot);
       drop(slot);
-      check(r, w.operation, "cudaLaunchHostFunc");
+      check(w.operation, r, "cudaLaunchHostFunc");
     }
     w.source_data = slot;
   }
@@ -203,7 +203,7 @@ public:
       m_pool.release(slot->event);
       drop(slot);
       drop(slot);
-      check(r, w.operation, "cudaEventRecord");
+      check(w.operation, r, "cudaEventRecord");
     }
     {
       const std::lock_guard lock(m_mutex);
@@ -254,7 +254,7 @@ write_value64_fn load_write_value64() {
   cudaDriverEntryPointQueryResult found{};
   const cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000,
                                                          cudaEnableDefault, &found);
-  check(e, "timeline strategy", "cudaGetDriverEntryPointByVersion");
+  check("timeline strategy", e, "cudaGetDriverEntryPointByVersion");
   if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
     throw cuda_error(cudaErrorSymbolNotFound, "timeline strategy (cuStreamWriteValue64)",
                      "cudaGetDriverEntryPointByVersion");
@@ -275,7 +275,7 @@ public:
   timeline_source() : m_write(load_write_value64()) {}
   ~timeline_source() override {
     for (void* b : m_blocks) {
-      check_noexcept(cudaFreeHost(b), "timeline strategy", "cudaFreeHost");
+      check_noexcept("timeline strategy", cudaFreeHost(b), "cudaFreeHost");
     }
   }
   void arm(cudaStream_t s, wait_node& w) override {

@@ -37,7 +37,7 @@ int require_thread_level(const char* who) {
                              ": MPI is not initialised (create a cuawait::mpi::environment)");
   }
   int provided = MPI_THREAD_SINGLE;
-  check(MPI_Query_thread(&provided), who, "MPI_Query_thread");
+  check(who, MPI_Query_thread(&provided), "MPI_Query_thread");
   if (provided < MPI_THREAD_SERIALIZED) {
     throw std::runtime_error(std::string(who) + ": MPI provides " + level_name(provided) +
                              "; cuawait needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE");
@@ -53,16 +53,16 @@ void environment::init(int* argc, char*** argv, int required) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized == 0) {
-    check(MPI_Init_thread(argc, argv, required, &m_provided), "cuawait::mpi::environment",
+    check("cuawait::mpi::environment", MPI_Init_thread(argc, argv, required, &m_provided),
           "MPI_Init_thread");
     m_owner = true;
   }
   try {
     m_provided = require_thread_level("cuawait::mpi::environment");
-    check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "cuawait::mpi::environment",
+    check("cuawait::mpi::environment", MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
           "MPI_Comm_set_errhandler");
-    check(MPI_Comm_rank(MPI_COMM_WORLD, &m_rank), "cuawait::mpi::environment", "MPI_Comm_rank");
-    check(MPI_Comm_size(MPI_COMM_WORLD, &m_size), "cuawait::mpi::environment", "MPI_Comm_size");
+    check("cuawait::mpi::environment", MPI_Comm_rank(MPI_COMM_WORLD, &m_rank), "MPI_Comm_rank");
+    check("cuawait::mpi::environment", MPI_Comm_size(MPI_COMM_WORLD, &m_size), "MPI_Comm_size");
   } catch (...) {
     if (m_owner) {
       MPI_Finalize();

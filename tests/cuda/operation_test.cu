@@ -245,7 +245,7 @@ TEST(OperationTest, OutOfMemoryThrowsCudaError) {
   CUAWAIT_REQUIRE_GPU();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, std::size_t{1} << 50);
-  EXPECT_THROW(cu::check(e, "allocate", "cudaMalloc"), cu::cuda_error);
+  EXPECT_THROW(cu::check("allocate", e, "cudaMalloc"), cu::cuda_error);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, StrategyTest,

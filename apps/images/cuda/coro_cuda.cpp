@@ -46,7 +46,7 @@ public:
   ~step_marks() {
     for (cudaEvent_t e : m_events) {
       if (e != nullptr) {
-        cuda::check_noexcept(cudaEventDestroy(e), "timing event", "cudaEventDestroy");
+        cuda::check_noexcept("timing event", cudaEventDestroy(e), "cudaEventDestroy");
       }
     }
   }

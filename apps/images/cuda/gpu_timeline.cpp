@@ -13,7 +13,7 @@ gpu_timeline::gpu_timeline(trace_log& log, cudaStream_t s) : m_log(log) {
 }
 
 gpu_timeline::~gpu_timeline() {
-  cuawait::cuda::check_noexcept(cudaEventDestroy(m_origin), "timeline origin", "cudaEventDestroy");
+  cuawait::cuda::check_noexcept("timeline origin", cudaEventDestroy(m_origin), "cudaEventDestroy");
 }
 
 void gpu_timeline::record(int lane, int image, const char* name, cudaEvent_t start,
@@ -29,13 +29,13 @@ event_pair::event_pair() {
   CUAWAIT_CUDA_CHECK("timing event", cudaEventCreate(&m_start));
   if (const cudaError_t e = cudaEventCreate(&m_end); e != cudaSuccess) {
     (void)cudaEventDestroy(m_start);
-    cuawait::cuda::check(e, "timing event", "cudaEventCreate");
+    cuawait::cuda::check("timing event", e, "cudaEventCreate");
   }
 }
 
 event_pair::~event_pair() {
-  cuawait::cuda::check_noexcept(cudaEventDestroy(m_start), "timing event", "cudaEventDestroy");
-  cuawait::cuda::check_noexcept(cudaEventDestroy(m_end), "timing event", "cudaEventDestroy");
+  cuawait::cuda::check_noexcept("timing event", cudaEventDestroy(m_start), "cudaEventDestroy");
+  cuawait::cuda::check_noexcept("timing event", cudaEventDestroy(m_end), "cudaEventDestroy");
 }
 
 } // namespace cuawait::images::gpu

@@ -46,7 +46,7 @@ public:
 private:
   void release() noexcept {
     if (m_ptr != nullptr) {
-      cuawait::cuda::check_noexcept(m_pinned ? cudaFreeHost(m_ptr) : cudaFree(m_ptr), "buffer free",
+      cuawait::cuda::check_noexcept("buffer free", m_pinned ? cudaFreeHost(m_ptr) : cudaFree(m_ptr),
                                     m_pinned ? "cudaFreeHost" : "cudaFree");
     }
     m_ptr = nullptr;

@@ -67,7 +67,7 @@ namespace cuawait::cuda {
 inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
   ::cuawait::detail::coalesce_copies(copies);
   for (const copy_span& c : copies) {
-    check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()), "merged copy",
+    check("merged copy", cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()),
           "cudaMemcpyAsync");
     detail::note_copy(c.bytes);
   }
@@ -133,7 +133,7 @@ private:
       if (!m_enqueue) {
         throw std::invalid_argument("cuawait::cuda::batcher needs an enqueue function");
       }
-      check(cudaGetDevice(&m_device), "batcher", "cudaGetDevice");
+      check("batcher", cudaGetDevice(&m_device), "cudaGetDevice");
       m_context = current_context_or_null();
       m_streams.reserve(streams);
       for (std::size_t i = 0; i < streams; ++i) {
@@ -144,7 +144,7 @@ private:
     //! The engine thread gets the device, and the device context of the thread that made
     //! the batcher (a coroutine resumed there may await GPU work again).
     void thread_init() {
-      check_noexcept(cudaSetDevice(m_device), "batcher", "cudaSetDevice");
+      check_noexcept("batcher", cudaSetDevice(m_device), "cudaSetDevice");
       if (m_context != nullptr) {
         ::cuawait::cuda::detail::set_thread_context(m_context);
       }
@@ -171,7 +171,7 @@ private:
         t.event = nullptr; // done() queries the stream instead
         if (!t.error) {
           try {
-            check(rec, "batch", "cudaEventRecord");
+            check("batch", rec, "cudaEventRecord");
           } catch (...) {
             t.error = std::current_exception();
           }
@@ -195,7 +195,7 @@ private:
       if (t.error) {
         std::rethrow_exception(t.error);
       }
-      check(q, "batch", api);
+      check("batch", q, api);
       return true;
     }
 

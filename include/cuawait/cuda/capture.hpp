@@ -66,7 +66,7 @@ public:
   explicit capture_region(stream_ref s,
                           std::source_location where = std::source_location::current())
       : m_stream(s), m_where(where) {
-    check(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeRelaxed), "graph capture begin",
+    check("graph capture begin", cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeRelaxed),
           "cudaStreamBeginCapture", where);
     m_active = true;
     ::cuawait::detail::open_capture_regions.fetch_add(1, std::memory_order_relaxed);
@@ -96,7 +96,7 @@ public:
       if (g != nullptr) {
         (void)cudaGraphDestroy(g);
       }
-      check(e, end_failure(e).c_str(), "cudaStreamEndCapture", m_where);
+      check(end_failure(e).c_str(), e, "cudaStreamEndCapture", m_where);
     }
     return graph::from_native_handle(g);
   }
@@ -113,7 +113,7 @@ public:
     // An invalidated capture reports an error here: expected, the work is discarded anyway.
     (void)try_check(cudaStreamEndCapture(m_stream.get(), &g));
     if (g != nullptr) {
-      check_noexcept(cudaGraphDestroy(g), "graph capture abandon", "cudaGraphDestroy");
+      check_noexcept("graph capture abandon", cudaGraphDestroy(g), "cudaGraphDestroy");
     }
   }
 

@@ -52,7 +52,7 @@ struct device {
     set_device(id);
     const cudaError_t e = cudaDeviceGetStreamPriorityRange(&d.least_priority, &d.greatest_priority);
     (void)cudaSetDevice(saved);
-    check(e, "device query", "cudaDeviceGetStreamPriorityRange");
+    check("device query", e, "cudaDeviceGetStreamPriorityRange");
     return d;
   }
   //! The calling thread's current device. @throws cuda_error

@@ -110,7 +110,8 @@ public:
 
   //! Frees on `s` from now on. Adds no order: the user makes sure that work on the old
   //! stream is done, or ordered before the end of `s`'s work, when the buffer dies.
-  void set_stream(stream_ref s) noexcept { m_order.set_primary(s.get()); }
+  //! @throws cuda_error for a moved-from stream or lease (the buffer is unchanged).
+  void set_stream(stream_ref s) { m_order.set_primary(s.get()); }
 
   //! Makes the release also follow all work enqueued on `s` before the buffer dies (an
   //! event on `s` and a wait by the buffer's stream, at release time). For buffers used by

@@ -4,6 +4,12 @@
 //! @file
 //! The CUDA error model: one exception type, a throwing check, an asserting check for
 //! destructors and noexcept paths, and a status-returning form.
+//!
+//! Argument order: every check names the operation first, then what it checks, then the
+//! API: `check("copy", cudaMemcpyAsync(...), "cudaMemcpyAsync")`,
+//! `check_noexcept("stream destroy", cudaStreamDestroy(s), "cudaStreamDestroy")`,
+//! `CUAWAIT_CUDA_CHECK("copy", cudaMemcpyAsync(...))` (the API named from the expression),
+//! and likewise `check_status` (library_status.hpp) and `mpi::check`.
 
 #include <cuda_runtime_api.h>
 
@@ -35,6 +41,15 @@ public:
   [[nodiscard]] const std::source_location& where() const noexcept { return m_where; }
   //! True for errors after which the CUDA context is unusable (sticky errors).
   [[nodiscard]] bool context_lost() const noexcept { return is_sticky(m_code); }
+
+  //! The error for a use of a moved-from (or released) handle, thrown before any CUDA call:
+  //! `cudaErrorInvalidResourceHandle`, operation "use of a moved-from <handle>", e.g.
+  //! "use of a moved-from cuda::stream".
+  [[nodiscard]] static cuda_error
+  moved_from(const char* handle, std::source_location where = std::source_location::current()) {
+    return cuda_error(cudaErrorInvalidResourceHandle,
+                      (std::string("use of a moved-from ") + handle).c_str(), "", where);
+  }
 
   //! Whether `code` is one of the errors that corrupt the context for good.
   static bool is_sticky(cudaError_t code) noexcept {
@@ -88,7 +103,7 @@ private:
 
 //! Throws `cuda_error` when `code` is not `cudaSuccess`. Clears CUDA's last-error slot for
 //! non-sticky errors so that a later unrelated check does not see this one again.
-inline void check(cudaError_t code, const char* operation, const char* api,
+inline void check(const char* operation, cudaError_t code, const char* api,
                   std::source_location where = std::source_location::current()) {
   if (code != cudaSuccess) [[unlikely]] {
     if (!cuda_error::is_sticky(code)) {
@@ -100,7 +115,7 @@ inline void check(cudaError_t code, const char* operation, const char* api,
 
 //! For destructors and noexcept paths: reports a failure on stderr and, in debug builds,
 //! aborts. Never throws.
-inline void check_noexcept(cudaError_t code, const char* operation, const char* api,
+inline void check_noexcept(const char* operation, cudaError_t code, const char* api,
                            std::source_location where = std::source_location::current()) noexcept {
   if (code != cudaSuccess) [[unlikely]] {
     if (!cuda_error::is_sticky(code)) {
@@ -130,4 +145,4 @@ inline void check_noexcept(cudaError_t code, const char* operation, const char* 
 
 //! Checks a CUDA runtime call, naming the API from the expression:
 //! `CUAWAIT_CUDA_CHECK("copy H2D", cudaMemcpyAsync(...))`.
-#define CUAWAIT_CUDA_CHECK(operation, call) ::cuawait::cuda::check((call), (operation), #call)
+#define CUAWAIT_CUDA_CHECK(operation, call) ::cuawait::cuda::check((operation), (call), #call)

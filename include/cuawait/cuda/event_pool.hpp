@@ -24,7 +24,7 @@ public:
   event_pool& operator=(const event_pool&) = delete;
   ~event_pool() {
     for (cudaEvent_t e : m_free) {
-      check_noexcept(cudaEventDestroy(e), "event pool", "cudaEventDestroy");
+      check_noexcept("event pool", cudaEventDestroy(e), "cudaEventDestroy");
     }
   }
 
@@ -51,7 +51,7 @@ public:
       const std::lock_guard lock(m_mutex);
       m_free.push_back(e);
     } catch (...) {
-      check_noexcept(cudaEventDestroy(e), "event pool", "cudaEventDestroy");
+      check_noexcept("event pool", cudaEventDestroy(e), "cudaEventDestroy");
     }
   }
 

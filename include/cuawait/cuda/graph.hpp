@@ -7,6 +7,11 @@
 //! then instantiated into a `graph_exec`. Graphs captured from a coroutine (capture.hpp)
 //! are `graph`s too.
 //!
+//! Use after move: a moved-from (or released) `graph` holds a sentinel; adding nodes to it,
+//! cloning, instantiating, counting its nodes, `get()`, or adding it as a child throw
+//! `cuda_error` ("use of a moved-from cuda::graph") before any CUDA call. Destroying it or
+//! move-assigning into it is fine.
+//!
 //! @code
 //! cuda::graph g;
 //! auto h2d = g.add_copy({}, dev, host, bytes);
@@ -17,6 +22,7 @@
 //! @endcode
 
 #include "cuawait/cuda/detail/graph_kernel_args.hpp"
+#include "cuawait/cuda/detail/unique_handle.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/graph_exec.hpp"
 
@@ -31,6 +37,22 @@
 #include <vector>
 
 namespace cuawait::cuda {
+
+namespace detail {
+//! The owner traits of `graph` (see unique_handle.hpp).
+struct graph_traits : handle_holder_access {
+  using handle_type = cudaGraph_t;
+  using base_type = handle_holder<cudaGraph_t>;
+  static cudaGraph_t moved_from() noexcept { return sentinel_handle<cudaGraph_t>(); }
+  static bool is_moved_from(cudaGraph_t g) noexcept { return is_sentinel_handle(g); }
+  static void destroy(cudaGraph_t g) noexcept {
+    check_noexcept("graph destroy", cudaGraphDestroy(g), "cudaGraphDestroy");
+  }
+  [[noreturn]] static void throw_moved_from(cudaGraph_t /*g*/, std::source_location where) {
+    throw cuda_error::moved_from("cuda::graph", where);
+  }
+};
+} // namespace detail
 
 //! The nodes a new node waits for. Built implicitly from `{a, b}`, `{}` (none), one node,
 //! or a contiguous range of nodes; it only views them for the duration of the call.
@@ -58,37 +80,35 @@ private:
 //! An owning CUDA graph: a description of work, not yet executable. Move-only; never
 //! throws from its destructor. Executable graphs instantiated from it stay valid after it
 //! is destroyed. Not thread-safe: build one graph from one thread at a time.
-class graph {
+class graph : public detail::unique_handle<detail::graph_traits> {
+  using owner = detail::unique_handle<detail::graph_traits>;
+
 public:
   //! Creates an empty graph.
   //! @throws cuda_error ("graph create")
-  graph() { CUAWAIT_CUDA_CHECK("graph create", cudaGraphCreate(&m_graph, 0)); }
+  graph() : owner(create()) {}
   graph(int) = delete;
   graph(std::nullptr_t) = delete;
-  graph(graph&& o) noexcept : m_graph(std::exchange(o.m_graph, nullptr)) {}
-  graph& operator=(graph&& o) noexcept {
-    if (this != &o) {
-      destroy();
-      m_graph = std::exchange(o.m_graph, nullptr);
-    }
-    return *this;
-  }
-  graph(const graph&) = delete;
-  graph& operator=(const graph&) = delete;
-  ~graph() { destroy(); }
+  //! Moves the graph; `o` is left moved-from (see the file comment).
+  graph(graph&& o) noexcept = default;
+  //! Destroys this graph, then takes `o`'s; `o` is left moved-from.
+  graph& operator=(graph&& o) noexcept = default;
+  ~graph() = default;
 
   //! Takes ownership of `g` (e.g. from `cudaStreamEndCapture`).
   [[nodiscard]] static graph from_native_handle(cudaGraph_t g) noexcept { return graph(g, 0); }
-  //! Gives up ownership; the caller destroys the returned handle.
-  [[nodiscard]] cudaGraph_t release() noexcept { return std::exchange(m_graph, nullptr); }
-  //! The native handle (null after a move or `release()`).
-  [[nodiscard]] cudaGraph_t get() const noexcept { return m_graph; }
+  //! Gives up ownership; the caller destroys the returned handle. This object is then
+  //! moved-from.
+  using owner::release;
+  //! The native handle.
+  //! @throws cuda_error ("use of a moved-from cuda::graph") when moved from.
+  [[nodiscard]] cudaGraph_t get() const { return checked_handle(); }
 
   //! A deep copy (`cudaGraphClone`).
   //! @throws cuda_error ("graph clone")
   [[nodiscard]] graph clone() const {
     cudaGraph_t c = nullptr;
-    CUAWAIT_CUDA_CHECK("graph clone", cudaGraphClone(&c, m_graph));
+    CUAWAIT_CUDA_CHECK("graph clone", cudaGraphClone(&c, get()));
     return graph(c, 0);
   }
 
@@ -96,7 +116,7 @@ public:
   //! @throws cuda_error ("graph node count")
   [[nodiscard]] std::size_t node_count() const {
     std::size_t n = 0;
-    CUAWAIT_CUDA_CHECK("graph node count", cudaGraphGetNodes(m_graph, nullptr, &n));
+    CUAWAIT_CUDA_CHECK("graph node count", cudaGraphGetNodes(get(), nullptr, &n));
     return n;
   }
 
@@ -111,7 +131,7 @@ public:
     ::cuawait::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
     const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
     return add("graph add kernel node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddKernelNode(n, m_graph, after.data(), after.size(), &p);
+      return cudaGraphAddKernelNode(n, get(), after.data(), after.size(), &p);
     });
   }
 
@@ -119,7 +139,7 @@ public:
   //! @throws cuda_error ("graph add copy node")
   graph_node add_copy(const dependencies& after, void* dst, const void* src, std::size_t bytes) {
     return add("graph add copy node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddMemcpyNode1D(n, m_graph, after.data(), after.size(), dst, src, bytes,
+      return cudaGraphAddMemcpyNode1D(n, get(), after.data(), after.size(), dst, src, bytes,
                                       cudaMemcpyDefault);
     });
   }
@@ -136,7 +156,7 @@ public:
     p.height = 1;
     p.pitch = 0;
     return add("graph add memset node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddMemsetNode(n, m_graph, after.data(), after.size(), &p);
+      return cudaGraphAddMemsetNode(n, get(), after.data(), after.size(), &p);
     });
   }
 
@@ -146,7 +166,7 @@ public:
   graph_node add_host(const dependencies& after, cudaHostFn_t fn, void* user) {
     const cudaHostNodeParams p{fn, user};
     return add("graph add host node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddHostNode(n, m_graph, after.data(), after.size(), &p);
+      return cudaGraphAddHostNode(n, get(), after.data(), after.size(), &p);
     });
   }
 
@@ -158,6 +178,7 @@ public:
   requires std::is_invocable_v < std::decay_t<F>
   & > graph_node add_host(const dependencies& after, F&& f) {
     using fn_t = std::decay_t<F>;
+    const cudaGraph_t g = get(); // before the user object exists, so that it cannot leak
     auto owned = std::make_unique<fn_t>(static_cast<F&&>(f));
     cudaUserObject_t obj = nullptr;
     CUAWAIT_CUDA_CHECK("graph add host node",
@@ -165,7 +186,7 @@ public:
                                             cudaUserObjectNoDestructorSync));
     fn_t* raw = owned.release(); // now owned by the user object
     CUAWAIT_CUDA_CHECK("graph add host node",
-                       cudaGraphRetainUserObject(m_graph, obj, 1, cudaGraphUserObjectMove));
+                       cudaGraphRetainUserObject(g, obj, 1, cudaGraphUserObjectMove));
     return add_host(after, &call_fn<fn_t>, raw);
   }
 
@@ -173,7 +194,7 @@ public:
   //! @throws cuda_error ("graph add event record node")
   graph_node add_event_record(const dependencies& after, cudaEvent_t event) {
     return add("graph add event record node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddEventRecordNode(n, m_graph, after.data(), after.size(), event);
+      return cudaGraphAddEventRecordNode(n, get(), after.data(), after.size(), event);
     });
   }
 
@@ -181,7 +202,7 @@ public:
   //! @throws cuda_error ("graph add event wait node")
   graph_node add_event_wait(const dependencies& after, cudaEvent_t event) {
     return add("graph add event wait node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddEventWaitNode(n, m_graph, after.data(), after.size(), event);
+      return cudaGraphAddEventWaitNode(n, get(), after.data(), after.size(), event);
     });
   }
 
@@ -189,7 +210,7 @@ public:
   //! @throws cuda_error ("graph add child graph node")
   graph_node add_child(const dependencies& after, const graph& child) {
     return add("graph add child graph node", [&](cudaGraphNode_t* n) {
-      return cudaGraphAddChildGraphNode(n, m_graph, after.data(), after.size(), child.get());
+      return cudaGraphAddChildGraphNode(n, get(), after.data(), after.size(), child.get());
     });
   }
 
@@ -198,17 +219,23 @@ public:
   //! @throws cuda_error ("graph instantiate")
   [[nodiscard]] graph_exec instantiate() const {
     cudaGraphExec_t e = nullptr;
-    CUAWAIT_CUDA_CHECK("graph instantiate", cudaGraphInstantiate(&e, m_graph, 0));
+    CUAWAIT_CUDA_CHECK("graph instantiate", cudaGraphInstantiate(&e, get(), 0));
     return graph_exec::from_native_handle(e);
   }
 
 private:
-  graph(cudaGraph_t g, int /*adopt*/) noexcept : m_graph(g) {}
+  graph(cudaGraph_t g, int /*adopt*/) noexcept : owner(g) {}
+
+  static cudaGraph_t create() {
+    cudaGraph_t g = nullptr;
+    CUAWAIT_CUDA_CHECK("graph create", cudaGraphCreate(&g, 0));
+    return g;
+  }
 
   template <class Add>
   graph_node add(const char* operation, Add&& add_node) {
     cudaGraphNode_t n = nullptr;
-    check(add_node(&n), operation, "cudaGraphAdd*Node");
+    check(operation, add_node(&n), "cudaGraphAdd*Node");
     return graph_node(n);
   }
 
@@ -220,20 +247,11 @@ private:
   static void CUDART_CB destroy_fn(void* p) noexcept {
     delete static_cast<Fn*>(p);
   }
-
-  void destroy() noexcept {
-    if (m_graph != nullptr) {
-      check_noexcept(cudaGraphDestroy(std::exchange(m_graph, nullptr)), "graph destroy",
-                     "cudaGraphDestroy");
-    }
-  }
-
-  cudaGraph_t m_graph = nullptr;
 };
 
 inline graph_update_result graph_exec::try_update(const graph& g) {
   cudaGraphExecUpdateResultInfo info{};
-  const cudaError_t e = cudaGraphExecUpdate(m_exec, g.get(), &info);
+  const cudaError_t e = cudaGraphExecUpdate(get(), g.get(), &info);
   graph_update_result r{info.result, info.errorNode, info.errorFromNode};
   if (e == cudaErrorGraphExecUpdateFailure) {
     (void)cudaGetLastError(); // a refused update is an answer, not a sticky error
@@ -242,7 +260,7 @@ inline graph_update_result graph_exec::try_update(const graph& g) {
     }
     return r;
   }
-  check(e, "graph update", "cudaGraphExecUpdate");
+  check("graph update", e, "cudaGraphExecUpdate");
   return r;
 }
 

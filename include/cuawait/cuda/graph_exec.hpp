@@ -5,8 +5,14 @@
 //! `graph_exec`: an owning, move-only executable CUDA graph (`cudaGraphExec_t`), made by
 //! `graph::instantiate()`. Launch it on any stream, update its parameters in place from a
 //! graph of the same shape, or set one node's parameters directly.
+//!
+//! Use after move: a moved-from (or released) `graph_exec` holds a sentinel; launching,
+//! uploading, updating or setting nodes on it, and `get()`, throw `cuda_error` ("use of a
+//! moved-from cuda::graph_exec") before any CUDA call. Destroying it or move-assigning into
+//! it is fine. A default-constructed `graph_exec` is empty (null), not moved-from.
 
 #include "cuawait/cuda/detail/graph_kernel_args.hpp"
+#include "cuawait/cuda/detail/unique_handle.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/stream.hpp"
 
@@ -20,6 +26,22 @@
 namespace cuawait::cuda {
 
 class graph;
+
+namespace detail {
+//! The owner traits of `graph_exec` (see unique_handle.hpp).
+struct graph_exec_traits : handle_holder_access {
+  using handle_type = cudaGraphExec_t;
+  using base_type = handle_holder<cudaGraphExec_t>;
+  static cudaGraphExec_t moved_from() noexcept { return sentinel_handle<cudaGraphExec_t>(); }
+  static bool is_moved_from(cudaGraphExec_t e) noexcept { return is_sentinel_handle(e); }
+  static void destroy(cudaGraphExec_t e) noexcept {
+    check_noexcept("graph exec destroy", cudaGraphExecDestroy(e), "cudaGraphExecDestroy");
+  }
+  [[noreturn]] static void throw_moved_from(cudaGraphExec_t /*e*/, std::source_location where) {
+    throw cuda_error::moved_from("cuda::graph_exec", where);
+  }
+};
+} // namespace detail
 
 //! A node of a `graph`, as returned by the `graph::add_*` functions. A plain handle: it
 //! stays valid while the graph it belongs to lives, and names the matching node of every
@@ -98,36 +120,32 @@ private:
 //! the stream layer's `operation`, awaited like any other (`co_await exec.launch(s)`). One
 //! `graph_exec` may be launched again before the previous launch finished; CUDA orders launches of
 //! the same executable graph.
-class graph_exec {
+class graph_exec : public detail::unique_handle<detail::graph_exec_traits> {
+  using owner = detail::unique_handle<detail::graph_exec_traits>;
+
 public:
-  //! An empty handle; only assignment, destruction and `get()` are valid on it.
-  graph_exec() noexcept = default;
+  //! An empty handle; only assignment, destruction, `get()` (null) and `bool` are valid.
+  graph_exec() noexcept : owner(cudaGraphExec_t{}) {}
   graph_exec(int) = delete;
   graph_exec(std::nullptr_t) = delete;
-  graph_exec(graph_exec&& o) noexcept : m_exec(std::exchange(o.m_exec, nullptr)) {}
-  graph_exec& operator=(graph_exec&& o) noexcept {
-    if (this != &o) {
-      destroy();
-      m_exec = std::exchange(o.m_exec, nullptr);
-    }
-    return *this;
-  }
-  graph_exec(const graph_exec&) = delete;
-  graph_exec& operator=(const graph_exec&) = delete;
-  ~graph_exec() { destroy(); }
+  //! Moves the executable graph; `o` is left moved-from (see the file comment).
+  graph_exec(graph_exec&& o) noexcept = default;
+  //! Destroys this executable graph, then takes `o`'s; `o` is left moved-from.
+  graph_exec& operator=(graph_exec&& o) noexcept = default;
+  ~graph_exec() = default;
 
   //! Takes ownership of `e`.
   [[nodiscard]] static graph_exec from_native_handle(cudaGraphExec_t e) noexcept {
-    graph_exec g;
-    g.m_exec = e;
-    return g;
+    return graph_exec(e, 0);
   }
-  //! Gives up ownership; the caller destroys the returned handle.
-  [[nodiscard]] cudaGraphExec_t release() noexcept { return std::exchange(m_exec, nullptr); }
+  //! Gives up ownership; the caller destroys the returned handle. This object is then
+  //! moved-from.
+  using owner::release;
   //! The native handle (null when empty).
-  [[nodiscard]] cudaGraphExec_t get() const noexcept { return m_exec; }
-  //! True when this holds an executable graph.
-  explicit operator bool() const noexcept { return m_exec != nullptr; }
+  //! @throws cuda_error ("use of a moved-from cuda::graph_exec") when moved from.
+  [[nodiscard]] cudaGraphExec_t get() const { return checked_handle(); }
+  //! True when this holds an executable graph (false when empty or moved from).
+  explicit operator bool() const noexcept { return owns_handle() && raw() != nullptr; }
 
   //! Enqueues the graph on `s` and returns its awaitable, like any stream operation:
   //! `co_await exec.launch(s)` resumes when the whole graph has finished (one completion
@@ -136,7 +154,8 @@ public:
   //! `cuda_error` naming "graph launch" when the graph's work failed.
   operation launch(stream_ref s,
                    std::source_location where = std::source_location::current()) const {
-    check(cudaGraphLaunch(m_exec, s.get()), "graph launch", "cudaGraphLaunch", where);
+    check("graph launch", cudaGraphLaunch(checked_handle(where), s.get()), "cudaGraphLaunch",
+          where);
     return operation{s.get(), "graph launch", where};
   }
 
@@ -144,7 +163,7 @@ public:
   //! the first launch costs what later ones cost. Optional.
   //! @throws cuda_error ("graph upload")
   void upload(stream_ref s) const {
-    CUAWAIT_CUDA_CHECK("graph upload", cudaGraphUpload(m_exec, s.get()));
+    CUAWAIT_CUDA_CHECK("graph upload", cudaGraphUpload(get(), s.get()));
   }
 
   //! Takes every node parameter (kernel arguments, copy addresses and sizes, memset
@@ -168,7 +187,7 @@ public:
     ::cuawait::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
     const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
     CUAWAIT_CUDA_CHECK("graph set kernel node",
-                       cudaGraphExecKernelNodeSetParams(m_exec, n.get(), &p));
+                       cudaGraphExecKernelNodeSetParams(get(), n.get(), &p));
   }
 
   //! Sets a 1-D copy node's addresses and size (same devices as at instantiation).
@@ -176,18 +195,11 @@ public:
   void set_copy(graph_node n, void* dst, const void* src, std::size_t bytes) {
     CUAWAIT_CUDA_CHECK(
         "graph set copy node",
-        cudaGraphExecMemcpyNodeSetParams1D(m_exec, n.get(), dst, src, bytes, cudaMemcpyDefault));
+        cudaGraphExecMemcpyNodeSetParams1D(get(), n.get(), dst, src, bytes, cudaMemcpyDefault));
   }
 
 private:
-  void destroy() noexcept {
-    if (m_exec != nullptr) {
-      check_noexcept(cudaGraphExecDestroy(std::exchange(m_exec, nullptr)), "graph exec destroy",
-                     "cudaGraphExecDestroy");
-    }
-  }
-
-  cudaGraphExec_t m_exec = nullptr;
+  graph_exec(cudaGraphExec_t e, int /*adopt*/) noexcept : owner(e) {}
 };
 
 } // namespace cuawait::cuda

@@ -101,7 +101,7 @@ private:
 
 //! Throws `library_error` when `s` is not a success of its library.
 template <concepts::library_status S>
-void check_status(S s, const char* operation,
+void check_status(const char* operation, S s,
                   std::source_location where = std::source_location::current()) {
   using checker = status_checker<S>;
   if (!checker::ok(s)) [[unlikely]] {

@@ -243,6 +243,7 @@ public:
 };
 
 //! `co_await ev` for an `event_ref` (or `event`): see `event_wait`.
-inline event_wait operator co_await(event_ref e) noexcept { return event_wait(e.get()); }
+//! @throws cuda_error for a moved-from event.
+inline event_wait operator co_await(event_ref e) { return event_wait(e.get()); }
 
 } // namespace cuawait::cuda

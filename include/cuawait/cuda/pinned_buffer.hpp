@@ -102,7 +102,8 @@ public:
   //! The stream the release is fenced on (the legacy default stream when none).
   [[nodiscard]] stream_ref stream() const noexcept { return stream_ref(m_order.primary()); }
   //! Fences the release on `s` from now on (adds no order between the old stream and `s`).
-  void set_stream(stream_ref s) noexcept { m_order.set_primary(s.get()); }
+  //! @throws cuda_error for a moved-from stream or lease (the buffer is unchanged).
+  void set_stream(stream_ref s) { m_order.set_primary(s.get()); }
   //! Makes the release also follow the work enqueued on `s` before the buffer dies; the
   //! first such stream of a buffer without one becomes its stream.
   //! @throws std::length_error beyond 3 extra streams.

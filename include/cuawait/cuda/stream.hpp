@@ -4,8 +4,15 @@
 //! @file
 //! CUDA stream handles: `stream_ref` (non-owning, cheap to copy, wraps any `cudaStream_t`,
 //! e.g. one owned by cuBLAS or PyTorch) and `stream` (owning, move-only).
+//!
+//! Use after move: a moved-from `stream` (or one whose handle was `release()`d) holds a
+//! sentinel, never `nullptr` (which names the legacy default stream). Every operation on it,
+//! `get()`, and every operation on a `stream_ref` copied from it after the move throws
+//! `cuda_error` (`cudaErrorInvalidResourceHandle`, "use of a moved-from cuda::stream");
+//! nothing is enqueued anywhere. Destroying it or move-assigning into it is fine.
 
 #include "cuawait/cuda/detail/lane_registry.hpp"
+#include "cuawait/cuda/detail/unique_handle.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event.hpp"
 #include "cuawait/cuda/library_status.hpp"
@@ -31,11 +38,38 @@ struct launch_config {
   std::size_t shared_bytes = 0;
 };
 
+class stream_ref;
+
+namespace detail {
+//! The owner traits of `stream` (see unique_handle.hpp). Sentinel 0 is a moved-from
+//! `stream`, sentinel 1 a moved-from or reset `stream_lease`.
+struct stream_traits {
+  using handle_type = cudaStream_t;
+  using base_type = stream_ref;
+  static cudaStream_t& storage(stream_ref& s) noexcept;
+  static cudaStream_t moved_from() noexcept { return sentinel_handle<cudaStream_t>(0); }
+  static cudaStream_t forgotten_lease() noexcept { return sentinel_handle<cudaStream_t>(1); }
+  static bool is_moved_from(cudaStream_t s) noexcept { return is_sentinel_handle(s); }
+  static void destroy(cudaStream_t s) noexcept {
+    forget_stream(s);
+    check_noexcept("stream destroy", cudaStreamDestroy(s), "cudaStreamDestroy");
+  }
+  [[noreturn]] static void throw_moved_from(cudaStream_t s, std::source_location where) {
+    throw cuda_error::moved_from(s == forgotten_lease() ? "cuda::stream_lease" : "cuda::stream",
+                                 where);
+  }
+};
+} // namespace detail
+
 //! A non-owning view of a CUDA stream. Cheap to copy; the viewed stream must outlive every
 //! use of the view. Default-constructed, it views the legacy default stream (0).
 //!
 //! Construction from `int` and `nullptr` is deleted so that `stream_ref{0}` cannot silently
 //! name the default stream; write `stream_ref{cudaStream_t{}}` when that is meant.
+//!
+//! A view of a moved-from `stream` or of a moved-from or reset `stream_lease` refuses every
+//! operation: each throws `cuda_error` naming the handle ("use of a moved-from
+//! cuda::stream") before any CUDA call; the check is one compare.
 class stream_ref {
 public:
   //! Views the legacy default stream.
@@ -45,25 +79,27 @@ public:
   stream_ref(int) = delete;
   stream_ref(std::nullptr_t) = delete;
 
-  //! The native handle.
-  [[nodiscard]] constexpr cudaStream_t get() const noexcept { return m_stream; }
+  //! The native handle, for a call into CUDA or a stream-ordered library.
+  //! @throws cuda_error ("use of a moved-from cuda::stream") for a view of a moved-from
+  //! stream or of a moved-from or reset lease.
+  [[nodiscard]] cudaStream_t get() const { return native(); }
   //! The device the stream's work runs on (`cudaStreamGetDevice`).
   //! @throws cuda_error (e.g. for a destroyed stream)
   [[nodiscard]] int device() const {
     int d = 0;
-    CUAWAIT_CUDA_CHECK("stream device", cudaStreamGetDevice(m_stream, &d));
+    CUAWAIT_CUDA_CHECK("stream device", cudaStreamGetDevice(native(), &d));
     return d;
   }
 
   //! True when all work enqueued so far has completed (`cudaStreamQuery`).
   //! @throws cuda_error on any error other than `cudaErrorNotReady`.
   [[nodiscard]] bool ready() const {
-    const cudaError_t e = cudaStreamQuery(m_stream);
+    const cudaError_t e = cudaStreamQuery(native());
     if (e == cudaErrorNotReady) {
       (void)cudaGetLastError();
       return false;
     }
-    check(e, "stream query", "cudaStreamQuery");
+    check("stream query", e, "cudaStreamQuery");
     return true;
   }
 
@@ -71,14 +107,14 @@ public:
   //! coroutine writes `co_await s` instead.
   //! @throws cuda_error when enqueued work failed.
   void sync() const {
-    check(cudaStreamSynchronize(m_stream), "stream sync", "cudaStreamSynchronize");
+    check("stream sync", cudaStreamSynchronize(native()), "cudaStreamSynchronize");
   }
 
   //! The stream's priority (lower numbers run first, CUDA's convention).
   //! @throws cuda_error
   [[nodiscard]] int priority() const {
     int p = 0;
-    check(cudaStreamGetPriority(m_stream, &p), "stream priority", "cudaStreamGetPriority");
+    check("stream priority", cudaStreamGetPriority(native(), &p), "cudaStreamGetPriority");
     return p;
   }
 
@@ -96,7 +132,7 @@ public:
   operation copy(T* dst, const T* src, std::size_t count,
                  std::source_location where = std::source_location::current()) const {
     static_assert(std::is_trivially_copyable_v<T>, "copy: T must be trivially copyable");
-    check(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, m_stream), "copy",
+    check("copy", cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDefault, native(where)),
           "cudaMemcpyAsync", where);
     detail::note_copy(count * sizeof(T));
     return {m_stream, "copy", where};
@@ -126,9 +162,10 @@ public:
   operation copy_2d(T* dst, std::size_t dst_pitch, const T* src, std::size_t src_pitch,
                     std::size_t width, std::size_t height,
                     std::source_location where = std::source_location::current()) const {
-    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
-                            cudaMemcpyDefault, m_stream),
-          "copy 2D", "cudaMemcpy2DAsync", where);
+    check("copy 2D",
+          cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width * sizeof(T), height,
+                            cudaMemcpyDefault, native(where)),
+          "cudaMemcpy2DAsync", where);
     detail::note_copy(width * sizeof(T) * height);
     return {m_stream, "copy 2D", where};
   }
@@ -137,8 +174,8 @@ public:
   template <class T>
   operation memset(T* dst, int value, std::size_t count,
                    std::source_location where = std::source_location::current()) const {
-    check(cudaMemsetAsync(dst, value, count * sizeof(T), m_stream), "memset", "cudaMemsetAsync",
-          where);
+    check("memset", cudaMemsetAsync(dst, value, count * sizeof(T), native(where)),
+          "cudaMemsetAsync", where);
     return {m_stream, "memset", where};
   }
 
@@ -170,14 +207,15 @@ public:
   operation host_func(F&& f, std::source_location where = std::source_location::current()) const {
     using fn_t = std::decay_t<F>;
     auto boxed = std::make_unique<fn_t>(std::forward<F>(f));
-    check(cudaLaunchHostFunc(
-              m_stream,
+    check("host function",
+          cudaLaunchHostFunc(
+              native(where),
               [](void* p) {
                 const std::unique_ptr<fn_t> fn(static_cast<fn_t*>(p));
                 (*fn)();
               },
               boxed.get()),
-          "host function", "cudaLaunchHostFunc", where);
+          "cudaLaunchHostFunc", where);
     (void)boxed.release();
     return {m_stream, "host function", where};
   }
@@ -195,38 +233,41 @@ public:
       operation enqueue(F&& f, std::source_location where = std::source_location::current())
   const {
     using status_t = std::invoke_result_t<F&, cudaStream_t>;
+    const cudaStream_t s = native(where);
     if constexpr (std::is_void_v<status_t>) {
-      f(m_stream);
+      f(s);
     } else if constexpr (std::is_same_v<status_t, cudaError_t>) {
-      check(f(m_stream), "enqueue", "library call", where);
+      check("enqueue", f(s), "library call", where);
     } else {
       static_assert(concepts::library_status<status_t>,
                     "stream_ref::enqueue: f returns a type that is neither void, cudaError_t nor "
                     "a library status with a cuawait::cuda::status_checker specialisation");
-      check_status(f(m_stream), "enqueue", where);
+      check_status("enqueue", f(s), where);
     }
     return {m_stream, "enqueue", where};
   }
 
   //! Records `e` behind the work enqueued so far.
   void record(event_ref e) const {
-    CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(e.get(), m_stream));
+    CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(e.get(), native()));
   }
   //! Makes later work on this stream wait for what `e` recorded: a device-side
   //! dependency, no host round trip.
   void wait(event_ref e) const {
-    CUAWAIT_CUDA_CHECK("stream wait", cudaStreamWaitEvent(m_stream, e.get(), 0));
+    CUAWAIT_CUDA_CHECK("stream wait", cudaStreamWaitEvent(native(), e.get(), 0));
   }
   //! Makes later work on this stream wait for all work enqueued on `other` so far.
   void wait(stream_ref other) const;
 
   //! `co_await s`: waits for all work enqueued on the stream so far.
-  operation operator co_await() const noexcept { return {m_stream, "stream"}; }
+  //! @throws cuda_error for a view of a moved-from stream or lease.
+  operation operator co_await() const { return {native(), "stream"}; }
   //! `co_await s.drain()`: the same, ignoring stop requests. For cleanup after a
   //! cancellation: before memory that abandoned work may still touch is let go without
   //! stream order (an arena slot, a plain `cudaFree`), see docs/CANCELLATION.md.
-  [[nodiscard]] operation drain() const noexcept {
-    return operation{m_stream, "stream drain"}.ignore_stop();
+  //! @throws cuda_error for a view of a moved-from stream or lease.
+  [[nodiscard]] operation drain() const {
+    return operation{native(), "stream drain"}.ignore_stop();
   }
 
 private:
@@ -241,16 +282,28 @@ private:
           ((argv[i++] = static_cast<void*>(&a)), ...);
         },
         converted);
-    check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, shared_bytes,
-                           m_stream),
-          "kernel launch", "cudaLaunchKernel", where);
+    check("kernel launch",
+          cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, argv, shared_bytes,
+                           native(where)),
+          "cudaLaunchKernel", where);
     return {m_stream, "kernel launch", where};
+  }
+
+  friend struct detail::stream_traits;
+
+  // The stream for an API call: one compare against the moved-from sentinels.
+  [[nodiscard]] cudaStream_t
+  native(std::source_location where = std::source_location::current()) const {
+    return detail::checked<detail::stream_traits>(m_stream, where);
   }
 
   cudaStream_t m_stream = nullptr;
 };
 
+inline cudaStream_t& detail::stream_traits::storage(stream_ref& s) noexcept { return s.m_stream; }
+
 inline void stream_ref::wait(stream_ref other) const {
+  (void)native(); // refuse a moved-from stream before recording anything on `other`
   // A transient event: the wait captures the record at call time, so re-using or
   // destroying the event afterwards is safe.
   const event e;
@@ -271,41 +324,34 @@ struct stream_options {
 //! operation. The destructor destroys the stream without waiting: CUDA lets enqueued work
 //! finish, and the reactor never touches a stream handle after its last wait resolves.
 //! Never throws from the destructor.
-class stream : public stream_ref {
+class stream : public detail::unique_handle<detail::stream_traits> {
+  using owner = detail::unique_handle<detail::stream_traits>;
+
 public:
   //! Creates a non-blocking stream of default priority on the current device.
   //! @throws cuda_error
   stream() : stream(stream_options{}) {}
   //! Creates a stream with `options` on the current device.
   //! @throws cuda_error
-  explicit stream(stream_options options) : stream_ref(create(options)) {}
+  explicit stream(stream_options options) : owner(create(options)) {}
   stream(int) = delete;
   stream(std::nullptr_t) = delete;
 
-  stream(stream&& other) noexcept : stream_ref(other.release()) {}
-  stream& operator=(stream&& other) noexcept {
-    if (this != &other) {
-      destroy();
-      static_cast<stream_ref&>(*this) = stream_ref(other.release());
-    }
-    return *this;
-  }
-  stream(const stream&) = delete;
-  stream& operator=(const stream&) = delete;
-  ~stream() { destroy(); }
+  //! Moves the stream; `other` is left moved-from (see the file comment).
+  stream(stream&& other) noexcept = default;
+  //! Destroys this stream, then takes `other`'s; `other` is left moved-from.
+  stream& operator=(stream&& other) noexcept = default;
+  ~stream() = default;
 
   //! Takes ownership of `s` (it will be destroyed by this object).
   [[nodiscard]] static stream from_native_handle(cudaStream_t s) noexcept { return stream(s, 0); }
 
-  //! Gives up ownership; the caller destroys the returned handle.
-  [[nodiscard]] cudaStream_t release() noexcept {
-    const cudaStream_t s = get();
-    static_cast<stream_ref&>(*this) = stream_ref(cudaStream_t{});
-    return s;
-  }
+  //! Gives up ownership; the caller destroys the returned handle. This object is then
+  //! moved-from.
+  using owner::release;
 
 private:
-  stream(cudaStream_t s, int /*adopt*/) noexcept : stream_ref(s) {}
+  stream(cudaStream_t s, int /*adopt*/) noexcept : owner(s) {}
 
   static cudaStream_t create(stream_options o) {
     cudaStream_t s = nullptr;
@@ -314,12 +360,6 @@ private:
         cudaStreamCreateWithPriority(&s, o.non_blocking ? cudaStreamNonBlocking : cudaStreamDefault,
                                      o.priority));
     return s;
-  }
-  void destroy() noexcept {
-    if (get() != nullptr) {
-      detail::forget_stream(get());
-      check_noexcept(cudaStreamDestroy(release()), "stream destroy", "cudaStreamDestroy");
-    }
   }
 };
 

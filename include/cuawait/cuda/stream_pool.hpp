@@ -35,14 +35,22 @@ struct stream_pool_options {
 
 //! A leased stream: a `stream_ref` that gives the stream back to its pool on destruction.
 //! Move-only. The pool must outlive the lease.
+//!
+//! A moved-from or reset lease forgets its stream (which may be leased to another coroutine
+//! by then): every stream operation on it, `get()`, and the same on a `stream_ref` copied
+//! from it afterwards throw `cuda_error` ("use of a moved-from cuda::stream_lease") before
+//! any CUDA call. Destroying it, resetting it again or move-assigning into it is fine.
 class stream_lease : public stream_ref {
 public:
+  //! Takes `other`'s stream; `other` is left empty (see the class comment).
   stream_lease(stream_lease&& other) noexcept
-      : stream_ref(other), m_pool(std::exchange(other.m_pool, nullptr)), m_slot(other.m_slot) {}
+      : stream_ref(other.forget()), m_pool(std::exchange(other.m_pool, nullptr)),
+        m_slot(other.m_slot) {}
+  //! Gives this lease's stream back, then takes `other`'s; `other` is left empty.
   stream_lease& operator=(stream_lease&& other) noexcept {
     if (this != &other) {
       reset();
-      static_cast<stream_ref&>(*this) = other;
+      static_cast<stream_ref&>(*this) = other.forget();
       m_pool = std::exchange(other.m_pool, nullptr);
       m_slot = other.m_slot;
     }
@@ -58,13 +66,19 @@ public:
   //! True while the lease holds a stream.
   [[nodiscard]] bool holds() const noexcept { return m_pool != nullptr; }
   //! Gives the stream back now (may resume a coroutine waiting for it); the lease becomes
-  //! empty and must not be used as a stream any more.
+  //! empty and refuses to be used as a stream (see the class comment).
   void reset() noexcept;
 
 private:
   friend class stream_pool;
   stream_lease(stream_pool& pool, std::size_t slot, stream_ref s) noexcept
       : stream_ref(s), m_pool(&pool), m_slot(slot) {}
+
+  // This lease's view, replaced by the lease sentinel (see stream.hpp).
+  stream_ref forget() noexcept {
+    return std::exchange(static_cast<stream_ref&>(*this),
+                         stream_ref(detail::stream_traits::forgotten_lease()));
+  }
 
   stream_pool* m_pool = nullptr;
   std::size_t m_slot = 0;
@@ -158,6 +172,7 @@ private:
 
 inline void stream_lease::reset() noexcept {
   if (m_pool != nullptr) {
+    (void)forget(); // before the slot can be leased again
     std::exchange(m_pool, nullptr)->m_slots.release(m_slot);
   }
 }

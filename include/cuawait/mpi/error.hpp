@@ -42,8 +42,9 @@ private:
 //! one it does not know).
 [[nodiscard]] std::string error_class_name(int error_class);
 
-//! Throws `mpi_error` when `code` is not MPI_SUCCESS.
-inline void check(int code, const char* operation, const char* api) {
+//! Throws `mpi_error` when `code` is not MPI_SUCCESS. The operation comes first, as in
+//! `cuda::check`.
+inline void check(const char* operation, int code, const char* api) {
   if (code != MPI_SUCCESS) {
     throw mpi_error(code, operation, api);
   }

@@ -25,7 +25,7 @@ inline std::atomic<int> open_capture_regions{0};
 //! @throws cuda_error ("stream capture query")
 [[nodiscard]] inline bool stream_is_capturing(cudaStream_t s) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  ::cuawait::cuda::check(cudaStreamIsCapturing(s, &st), "stream capture query",
+  ::cuawait::cuda::check("stream capture query", cudaStreamIsCapturing(s, &st),
                          "cudaStreamIsCapturing");
   return st != cudaStreamCaptureStatusNone;
 }
