@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
 
   const auto direct = [&] {
     const auto t0 = clock_type::now();
-    cu::check_status(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm.get(), s.get()),
-                     "ncclAllReduce");
+    cu::check_status("ncclAllReduce",
+                     ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm.get(), s.get()));
     check(cudaStreamSynchronize(s.get()), "cudaStreamSynchronize");
     return ms_since(t0);
   };

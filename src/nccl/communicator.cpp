@@ -22,8 +22,8 @@ public:
     if (device < 0) {
       return;
     }
-    cuda::check(cudaGetDevice(&m_previous), "cuawait::nccl::communicator", "cudaGetDevice");
-    cuda::check(cudaSetDevice(device), "cuawait::nccl::communicator", "cudaSetDevice");
+    cuda::check("cuawait::nccl::communicator", cudaGetDevice(&m_previous), "cudaGetDevice");
+    cuda::check("cuawait::nccl::communicator", cudaSetDevice(device), "cudaSetDevice");
     m_set = true;
   }
   device_guard(const device_guard&) = delete;
@@ -48,7 +48,7 @@ private:
 
 unique_id unique_id::create() {
   unique_id id;
-  cuda::check_status(ncclGetUniqueId(&id.value), "cuawait::nccl::unique_id::create");
+  cuda::check_status("cuawait::nccl::unique_id::create", ncclGetUniqueId(&id.value));
   return id;
 }
 
@@ -60,12 +60,12 @@ unique_id unique_id::from_bytes(std::span<const std::byte, sizeof(ncclUniqueId)>
 
 namespace detail {
 void group_start(std::source_location where) {
-  cuda::check_status(ncclGroupStart(), "cuawait::nccl::group (ncclGroupStart)", where);
+  cuda::check_status("cuawait::nccl::group (ncclGroupStart)", ncclGroupStart(), where);
 }
 void group_end(bool check, std::source_location where) {
   const ncclResult_t r = ncclGroupEnd();
   if (check) {
-    cuda::check_status(r, "cuawait::nccl::group (ncclGroupEnd)", where);
+    cuda::check_status("cuawait::nccl::group (ncclGroupEnd)", r, where);
   }
 }
 } // namespace detail
@@ -77,8 +77,8 @@ communicator::communicator(ncclComm_t comm) : m_state(std::make_shared<detail::c
 communicator::communicator(int nranks, const unique_id& id, int rank, int device) {
   const device_guard on(device);
   ncclComm_t comm = nullptr;
-  cuda::check_status(ncclCommInitRank(&comm, nranks, id.value, rank),
-                     "cuawait::nccl::communicator (ncclCommInitRank)");
+  cuda::check_status("cuawait::nccl::communicator (ncclCommInitRank)",
+                     ncclCommInitRank(&comm, nranks, id.value, rank));
   try {
     m_state = std::make_shared<detail::comm_state>();
   } catch (...) {
@@ -96,8 +96,8 @@ std::vector<communicator> communicator::init_all(std::span<const int> devices) {
   std::vector<communicator> out;
   out.reserve(devices.size());
   cuda::check_status(
-      ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
-      "cuawait::nccl::communicator::init_all (ncclCommInitAll)");
+      "cuawait::nccl::communicator::init_all (ncclCommInitAll)",
+      ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
   for (ncclComm_t c : comms) {
     out.push_back(communicator(c)); // reserved: only make_shared can throw, and then the
   }                                 // communicators made so far destroy theirs
@@ -157,7 +157,7 @@ int query(const std::shared_ptr<detail::comm_state>& s, const char* what, F f) {
     throw_aborted(what, std::source_location::current());
   }
   int v = 0;
-  cuda::check_status(f(s->comm, &v), what);
+  cuda::check_status(what, f(s->comm, &v));
   return v;
 }
 } // namespace
@@ -201,7 +201,7 @@ operation communicator::enqueue(const char* what, cudaStream_t stream, std::sour
     if (m_state->comm == nullptr || m_state->abort_requested.load(std::memory_order_acquire)) {
       throw_aborted(what, where);
     }
-    cuda::check_status(call(m_state->comm), what, where);
+    cuda::check_status(what, call(m_state->comm), where);
   }
   return operation(stream, m_state, what, where);
 }
