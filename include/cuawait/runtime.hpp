@@ -67,6 +67,8 @@ struct runtime_options {
   bool reactor_thread = false;
   //! Bounds of the context's cache of region graphs (`cuda::cached_region`).
   region_cache_options regions{};
+  //! The streams of each context's `streams()` pool (made on first use; `device` ignored).
+  cuda::stream_pool_options streams{};
 };
 
 //! Owns a `cuda::device_context` (the device's completion reactor, pinned and device

@@ -133,14 +133,18 @@ stream_pool& device_context::streams() {
 }
 
 void device_context::make_current() {
-  tl_context = this;
+  if (tl_context != nullptr) { // a thread that uses the default context keeps using it
+    tl_context = this;
+  }
   if (::cuawait::cuda::device::current_id() != m_device) {
     set_device(m_device);
   }
 }
 
 void detail::reenter_context(device_context& ctx) noexcept {
-  tl_context = &ctx;
+  if (tl_context != nullptr) { // see make_current
+    tl_context = &ctx;
+  }
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != ctx.device()) {
     (void)cudaSetDevice(ctx.device()); // it was usable when the wait was submitted

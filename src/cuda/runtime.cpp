@@ -82,6 +82,7 @@ cuda::device_context_options context_options(const runtime_options& o, int devic
   c.reactor = with_thread(o.reactor, use_reactor_thread(o.reactor_thread));
   c.reactor.idle_spinners = idle_spinners(o.reactor.idle_spinners);
   c.regions = o.regions;
+  c.streams = o.streams;
   return c;
 }
 

@@ -120,7 +120,9 @@ public:
   //! Makes this context the calling thread's context and its device the current device.
   //! Unlike `context_scope` nothing is restored: for a coroutine that moves between a
   //! runtime's threads and continues on this device after an await that is not GPU work
-  //! of it (a mutex, a channel, `pool.schedule()`): see docs/MULTI_GPU.md.
+  //! of it (a mutex, a channel, `pool.schedule()`): see docs/MULTI_GPU.md. A thread that
+  //! has no context of its own (it uses the default context) only gets the device: it
+  //! would otherwise keep a context that may die before it; name one with `context_scope`.
   //! @throws cuda_error when the device cannot be made current.
   void make_current();
 
