@@ -13,8 +13,10 @@
 //! co_await cuawait::cuda::copy_peer(s, dst, 1, src, 0, n);
 //! ```
 
-#include "cuawait/cuda/operation.hpp"
+// stream.hpp first: it must be parsed before any header opens cuawait::cuda::detail.
 #include "cuawait/cuda/stream.hpp"
+
+#include "cuawait/cuda/operation.hpp"
 
 #include <cuda_runtime_api.h>
 
