@@ -6,6 +6,7 @@
 // element. The paths between distinct devices wait for a machine with several GPUs.
 
 #include "common/gpu.hpp"
+#include "common/spin_kernel.cuh"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -13,9 +14,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstddef>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,6 +160,40 @@ TEST(MultiDevice, AStreamLeaseFromAContextMakesItCurrent) {
     co_return here&& cu::current_context_or_null() == &rt.context(1);
   }());
   EXPECT_TRUE(ok);
+}
+
+// A wait pending on the second context's reactor is ended by `stop()`, which reaches every
+// context; the kernel is then released and the runtime shuts down cleanly.
+TEST(MultiDevice, StopEndsTheWaitsOfEveryContext) {
+  CUAWAIT_REQUIRE_GPU();
+  cuawait::test::spin_control spin;
+  ASSERT_NE(spin.device, nullptr);
+  std::atomic<int> cancelled{0};
+  {
+    cuawait::runtime rt(on_devices({0, 0}));
+    std::atomic<bool> waiting{false};
+    rt.spawn([](cuawait::runtime& r, cuawait::test::spin_control& sc, std::atomic<bool>& w,
+                std::atomic<int>& c) -> cuawait::task<void> {
+      co_await r.pool().schedule();
+      cu::stream_lease s = co_await r.context(1).acquire_stream();
+      s.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), sc.device, sc.device + 1);
+      w = true;
+      try {
+        co_await s;
+      } catch (const cuawait::operation_cancelled&) {
+        c.fetch_add(1);
+      }
+      sc.release();
+      co_await s.drain(); // the kernel finished before the stream goes back
+    }(rt, spin, waiting, cancelled));
+    while (!waiting.load() || rt.stats(1).submitted == 0) {
+      std::this_thread::yield(); // until the wait is queued on context 1's reactor
+    }
+    EXPECT_GE(rt.stop(), 1u);
+    rt.join_spawned();
+  }
+  EXPECT_EQ(cancelled.load(), 1);
+  EXPECT_EQ(spin.outcome(), 1);
 }
 
 //! `n` floats iota'd on device 0, copied with `copy_peer` along `path`, read back.
