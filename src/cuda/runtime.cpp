@@ -166,7 +166,8 @@ runtime::~runtime() {
   } catch (...) {
   }
   // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop
-  // (and may await another device's work: drain until every reactor is idle).
+  // (with several devices they may await another device's work: drain until every reactor
+  // is idle; one device drains once, as it always did).
   for (bool again = true; again;) {
     again = false;
     for (cuda::device_context* c : m_slots) {
@@ -174,8 +175,8 @@ runtime::~runtime() {
       r.drain();
       (void)m_loop.poll();
     }
-    for (cuda::device_context* c : m_slots) {
-      again = again || c->reactor().reactor().idle_pending();
+    for (std::size_t i = 0; m_slots.size() > 1 && i < m_slots.size(); ++i) {
+      again = again || m_slots[i]->reactor().reactor().idle_pending();
     }
   }
   if (m_is_default) {
