@@ -112,7 +112,12 @@ TEST(idle_source_set, spinners_wanted_add_up_and_saturate) {
 TEST(idle_source_set, refuses_null_members_and_too_many) {
   scripted_source a;
   EXPECT_THROW((ca::idle_source_set{&a, nullptr}), std::invalid_argument);
-  EXPECT_THROW((ca::idle_source_set{&a, &a, &a, &a, &a}), std::invalid_argument);
+  const std::vector<ca::idle_source*> too_many(ca::idle_source_set::max_sources + 1, &a);
+  EXPECT_THROW((ca::idle_source_set{std::span<ca::idle_source* const>(too_many)}),
+               std::invalid_argument);
+  const std::vector<ca::idle_source*> most(ca::idle_source_set::max_sources, &a);
+  EXPECT_EQ(ca::idle_source_set{std::span<ca::idle_source* const>(most)}.size(),
+            ca::idle_source_set::max_sources);
 }
 
 void wake(void* pool) noexcept { static_cast<ca::thread_pool*>(pool)->wake_idle_poller(); }

@@ -85,6 +85,17 @@ TEST(PipelineCli, ListsAreCommaSeparatedAndLevelsSorted) {
   EXPECT_EQ(p.outcome.opts->modes, (std::vector<std::string>{"sync_per_op", "cuawait"}));
 }
 
+TEST(PipelineCli, DevicesAreCommaSeparatedAndTheFirstIsTheDevice) {
+  const parsed none = parse({});
+  ASSERT_TRUE(none.outcome.opts);
+  EXPECT_TRUE(none.outcome.opts->devices.empty());
+  EXPECT_EQ(none.outcome.opts->device, 0);
+  const parsed p = parse({"--devices", "2,0,2"});
+  ASSERT_TRUE(p.outcome.opts);
+  EXPECT_EQ(p.outcome.opts->devices, (std::vector<int>{2, 0, 2}));
+  EXPECT_EQ(p.outcome.opts->device, 2);
+}
+
 void expect_refused(std::vector<std::string> args, const std::string& option) {
   const parsed p = parse(std::move(args));
   EXPECT_FALSE(p.outcome.opts.has_value());
@@ -109,6 +120,8 @@ TEST(PipelineCli, BadValuesAreRefusedNamingTheOption) {
   expect_refused({"--floor-copy-bytes", "1048576"}, "--floor-copy-bytes");
   expect_refused({"--modes", "sync_per_op,nope"}, "--modes");
   expect_refused({"--preset", "W9"}, "--preset");
+  expect_refused({"--devices", "0,-1"}, "--devices");
+  expect_refused({"--devices", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"}, "--devices");
   expect_refused({"--no-such-option"}, "--no-such-option");
 }
 

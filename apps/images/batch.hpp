@@ -34,6 +34,9 @@ struct batch_config {
   edge_format format = edge_format::png; //!< of the edge images
   int jpeg_quality = 90;                 //!< of JPEG edge images, 1-100
   bool gpu_decode = false;               //!< coro mode on the GPU: decode JPEG files with nvJPEG
+  //! Coro mode on the GPU: the devices images are spread over (a `device_scheduler`); fewer
+  //! than two: the current device, as without the option.
+  std::vector<int> devices;
 };
 
 //! What became of one job.

@@ -46,6 +46,7 @@ struct options {
   bool quiet = false;
   std::size_t memory_budget_mib = 0; // 0: default_memory_budget(threads)
   std::size_t streams = 0;           // 0: default_stream_count(threads)
+  std::vector<int> devices;          // coro mode on the GPU: spread over these devices
   std::uint64_t max_pixels = decode_limits{}.max_pixels;
   std::uint64_t max_file_mib = decode_limits{}.max_file_bytes >> 20;
   bool recursive = false;
@@ -131,6 +132,12 @@ void define_options(CLI::App& app, options& o) {
   app.add_option("--streams", o.streams,
                  "coro mode on the GPU: streams in the pool (default: 2 per thread, 8 to 32)")
       ->check(CLI::Range(1, 256));
+  app.add_option("--devices", o.devices,
+                 "coro mode on the GPU: comma-separated devices the images are spread over, "
+                 "each to the device with the fewest in flight (--streams streams each); one "
+                 "device: the run without the option")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023));
   app.add_option("--max-pixels", o.max_pixels, "Refuse images with more pixels (0: no limit)")
       ->capture_default_str();
   app.add_option("--max-file-size", o.max_file_mib,
@@ -367,6 +374,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   cfg.format = o.format == "png" ? edge_format::png : edge_format::jpeg;
   cfg.jpeg_quality = o.quality;
   cfg.gpu_decode = *gpu_decode;
+  cfg.devices = o.devices;
 
   const std::vector<job> all =
       o.inputs.empty() ? synthetic_jobs(o.count)

@@ -114,6 +114,13 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
   app.add_option("--samples", o.samples,
                  "Output elements per job compared with the CPU reference (2 to 4096)");
   app.add_option("--device", o.device, "CUDA device ordinal");
+  auto* devices_opt =
+      app.add_option("--devices", o.devices,
+                     "Comma-separated devices the cuawait modes spread jobs over (a "
+                     "device_scheduler: each job to the device with the fewest in flight; jobs "
+                     "and jobs/s per device reported); the first is also --device. One device: "
+                     "the same run as --device")
+          ->delimiter(',');
   app.add_option("--timeout", o.timeout_s,
                  "Seconds one mode run may take before the program reports it and exits (code 3)");
   app.add_option("--floor-copy-bytes", o.floor_copy_bytes,
@@ -185,6 +192,9 @@ inline parse_outcome parse_command_line(int argc, const char* const* argv,
     std::vector<std::string> names;
     for (const mode_description& m : modes) {
       names.push_back(m.name);
+    }
+    if (devices_opt->count() > 0 && !o.devices.empty() && o.devices.front() >= 0) {
+      o.device = o.devices.front();
     }
     validate(o, names);
     finalize(o);

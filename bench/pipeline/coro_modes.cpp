@@ -11,6 +11,10 @@
 //                         writes it back; no copies, one co_await (on the pool)
 // Without _pool the coroutines run on the thread that calls `runtime::run` (one driving
 // thread does all CPU work); with _pool they move onto the runtime's pool first.
+//
+// With --devices naming several devices, one runtime serves them all and a
+// `device_scheduler` gives each job the device with the fewest jobs in flight; every
+// pipeline has a device buffer on each device, and the job leases a stream of its device.
 
 #include "kernels.hpp"
 #include "memory_budget.hpp"
@@ -19,6 +23,7 @@
 #include "trace_scope.hpp"
 
 #include <cuawait/cuda.hpp>
+#include <cuawait/cuda/device_scheduler.hpp>
 #include <cuawait/runtime.hpp>
 #include <cuawait/when_all.hpp>
 
@@ -118,12 +123,121 @@ task<void> pipeline(shared_state& sh, style st, float* host, float* host_on_dev,
   }
 }
 
+//! What every pipeline of a mode run over several devices shares.
+struct devices_state {
+  const mode_context& ctx;
+  cc::device_scheduler& scheduler;
+  //! Per device: the device buffers of every pipeline (pipeline i at i * n).
+  std::vector<float*> dev;
+  thread_pool* pool = nullptr; // null: stay on the driving thread
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> failed{false};
+};
+
+//! One pipeline over several devices: each job on the device the scheduler picks, with
+//! that device's slice `slot` of the buffers and a stream of that device.
+task<void> pipeline_on_devices(devices_state& sh, style st, std::size_t slot, float* host,
+                               float* host_on_dev) {
+  if (sh.pool != nullptr) {
+    co_await sh.pool->schedule();
+  }
+  const std::size_t n = sh.ctx.work.n();
+  try {
+    for (;;) {
+      const std::int64_t job = sh.next.fetch_add(1, std::memory_order_relaxed);
+      if (job >= sh.ctx.jobs || sh.failed.load(std::memory_order_relaxed)) {
+        co_return;
+      }
+      const cc::device_lease d = sh.scheduler.acquire(); // its device current here
+      const cc::stream_lease s = co_await d.acquire_stream();
+      float* dev = sh.dev[d.index()] + slot * n;
+      switch (st) {
+      case style::per_op:
+        co_await job_per_op(sh.ctx, s, host, dev, job);
+        break;
+      case style::batched:
+        co_await job_batched(sh.ctx, s, host, dev, job);
+        break;
+      case style::mapped:
+        co_await job_mapped(sh.ctx, s, host, host_on_dev, dev, job);
+        break;
+      }
+    }
+  } catch (...) {
+    sh.failed = true;
+    throw;
+  }
+}
+
 task<void> all_pipelines(std::vector<task<void>> pipelines) {
   co_await when_all(std::move(pipelines));
 }
 
+//! As `run_coro` over the several devices of `ctx.devices` (see the file comment).
+void run_coro_devices(const char* name, mode_context& ctx, timed_region& timer, style st,
+                      bool on_pool) {
+  const std::size_t pipelines = static_cast<std::size_t>(ctx.pipelines());
+  const std::size_t n = ctx.work.n();
+  const double bytes = static_cast<double>(pipelines) * static_cast<double>(n) * sizeof(float);
+  require_memory(name, bytes, bytes);
+  runtime_options ro;
+  ro.threads = on_pool ? static_cast<std::size_t>(ctx.pool_threads) : 1;
+  ro.devices = ctx.devices;
+  // Each device's streams: as many as one device gets today, shared by its jobs' leases.
+  ro.streams.normal = std::min(pipelines, max_streams);
+  runtime rt(ro);
+  cc::device_scheduler scheduler(rt);
+  std::vector<cc::device_buffer<float>> dev;
+  std::vector<float*> dev_of;
+  std::vector<cc::stream_ref> all_streams;
+  for (std::size_t i = 0; i < rt.devices().size(); ++i) {
+    cc::device_context& c = rt.context(i);
+    const cc::context_scope here(c);
+    cc::set_device(c.device());
+    const cc::stream_ref setup = c.streams().at(0);
+    dev.emplace_back(pipelines * n, setup, c.memory());
+    setup.memset(dev.back().data(), 0, dev.back().size());
+    setup.sync();
+    dev_of.push_back(dev.back().data());
+    for (std::size_t k = 0; k < c.streams().size(); ++k) {
+      all_streams.push_back(c.streams().at(k));
+    }
+  }
+  cc::set_device(rt.context().device());
+  cc::pinned_buffer<float> host;
+  cc::mapped_buffer<float> mapped;
+  if (st == style::mapped) {
+    mapped = cc::mapped_buffer<float>(pipelines * n); // zeroed; portable: every device's
+  } else {
+    host = cc::pinned_buffer<float>(pipelines * n, rt.context().pinned()); // portable
+    std::fill(host.data(), host.data() + host.size(), 0.0f);
+  }
+  warm_reactor(rt, std::move(all_streams)); // each await goes to its stream's device
+  const trace_scope trace(rt, ctx);
+
+  devices_state sh{ctx, scheduler, dev_of, on_pool ? &rt.pool() : nullptr};
+  std::vector<task<void>> tasks;
+  tasks.reserve(pipelines);
+  for (std::size_t i = 0; i < pipelines; ++i) {
+    float* h = st == style::mapped ? mapped.host_data() + i * n : host.data() + i * n;
+    float* h_dev = st == style::mapped ? mapped.device_data() + i * n : nullptr;
+    tasks.push_back(pipeline_on_devices(sh, st, i, h, h_dev));
+  }
+  timer.start();
+  rt.run(all_pipelines(std::move(tasks)));
+  timer.stop();
+  for (std::size_t i = 0; i < scheduler.size(); ++i) {
+    ctx.jobs_per_device.push_back(static_cast<std::int64_t>(scheduler.completed(i)));
+  }
+  cc::set_device(rt.context().device()); // the run may leave another device current
+}
+
 //! Runs `ctx.jobs` jobs in `ctx.pipelines()` pipelines of style `st` (mode `name`).
 void run_coro(const char* name, mode_context& ctx, timed_region& timer, style st, bool on_pool) {
+  if (ctx.devices.size() > 1) {
+    run_coro_devices(name, ctx, timer, st, on_pool);
+    return;
+  }
   const std::size_t pipelines = static_cast<std::size_t>(ctx.pipelines());
   const std::size_t n = ctx.work.n();
   const double bytes = static_cast<double>(pipelines) * static_cast<double>(n) * sizeof(float);

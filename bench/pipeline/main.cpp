@@ -201,6 +201,7 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   mode_context ctx{st.work, r.jobs,       level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
                    st.sms,  st.opts.batch};
   ctx.trace_path = trace_path_for(st.opts.trace_path, r.mode, level);
+  ctx.devices = st.opts.devices;
   timed_region timer;
   const double rss_before = rss_bytes();
   std::optional<rss_sampler> sampler;
@@ -250,6 +251,11 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   }
   std::printf("[run] %s concurrency %d: %.2f us/job, %s\n", r.mode.c_str(), level, r.us_per_job(),
               r.ok() ? "check ok" : "FAILED");
+  for (std::size_t i = 0; i < ctx.jobs_per_device.size() && r.seconds > 0; ++i) {
+    const auto jobs = static_cast<double>(ctx.jobs_per_device[i]);
+    std::printf("[run] %s concurrency %d: device %d (#%zu): %.0f jobs, %.0f jobs/s\n",
+                r.mode.c_str(), level, ctx.devices[i], i, jobs, jobs / r.seconds);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   return r;

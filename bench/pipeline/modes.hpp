@@ -52,6 +52,11 @@ struct mode_context {
   batch_knobs batch{};
   //! Where a cuawait mode writes the trace of its waits (`--trace`); empty: no trace.
   std::string trace_path{};
+  //! `--devices`: the devices the cuawait modes spread jobs over; fewer than two: the one
+  //! device of today's runs.
+  std::vector<int> devices{};
+  //! Set by a mode that spread its jobs over `devices`: the jobs each one ran.
+  std::vector<std::int64_t> jobs_per_device{};
 
   //! Pipelines worth creating: `concurrency`, but never more than there are jobs (a
   //! pipeline beyond that would never take one, yet would hold buffers).

@@ -160,6 +160,10 @@ struct options {
   int samples = 16;
   //! CUDA device ordinal.
   int device = 0;
+  //! `--devices`: the devices the cuawait modes spread jobs over (`device_scheduler`); empty:
+  //! `device` only. The first becomes `device` (queries, baselines). A device may repeat
+  //! (two contexts on one GPU, to run the several-device path on one).
+  std::vector<int> devices;
   //! A mode run that takes longer than this is reported and the program exits (code 3).
   double timeout_s = 300;
   //! Size of each copy that measures the link's bandwidth (at least 64 MiB).
@@ -215,6 +219,14 @@ inline void validate(const options& o, const std::vector<std::string>& known_mod
   }
   if (o.device < 0) {
     fail("--device", "must be a device ordinal >= 0 (got " + std::to_string(o.device) + ")");
+  }
+  if (o.devices.size() > 16) {
+    fail("--devices", "at most 16 devices (got " + std::to_string(o.devices.size()) + ")");
+  }
+  for (int d : o.devices) {
+    if (d < 0) {
+      fail("--devices", "each must be a device ordinal >= 0 (got " + std::to_string(d) + ")");
+    }
   }
   if (!std::isfinite(o.timeout_s) || o.timeout_s <= 0) {
     fail("--timeout",

@@ -33,12 +33,12 @@ namespace cuawait {
 class idle_source_set final : public idle_source {
 public:
   //! Most sources one set holds.
-  static constexpr std::size_t max_sources = 4;
+  static constexpr std::size_t max_sources = 16;
 
   //! @throws std::invalid_argument for a null member or more than `max_sources` of them.
   idle_source_set(std::initializer_list<idle_source*> sources)
       : idle_source_set(std::span<idle_source* const>(sources.begin(), sources.size())) {}
-  //! The same from a list built at run time.
+  //! The same from a run-time list (e.g. the reactors of every device a runtime serves).
   //! @throws std::invalid_argument for a null member or more than `max_sources` of them.
   explicit idle_source_set(std::span<idle_source* const> sources) {
     if (sources.size() > max_sources) {

@@ -28,6 +28,7 @@
 #include "cuawait/thread_pool.hpp"
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +46,13 @@ struct runtime_options {
   //! `cuda::no_device`: no GPU at all (a machine without one, an MPI-only program): the
   //! runtime runs coroutines and polls `idle_sources`; GPU work is not awaited through it.
   int device = -1;
+  //! Several devices served: one `cuda::device_context` each (reactor, pools, streams), all
+  //! polled by the same pool workers; a wait on a stream goes to its device's context.
+  //! Empty (default): the one device `device` names. `cuda::all_devices()` lists every
+  //! visible device. A device may appear twice: two contexts on one GPU, each with its own
+  //! reactor and pools (how the several-device paths are tested on one GPU). The workers
+  //! start with the first device current; see docs/MULTI_GPU.md.
+  std::vector<int> devices{};
   //! How GPU completions are detected. Unset: the strategy named by the environment
   //! variable `CUAWAIT_STRATEGY` (event_poll, host_callback, blocking_sync, timeline, stream_poll)
   //! when it is set, else `cuda::default_strategy`. A name it does not know is refused
@@ -67,6 +75,8 @@ struct runtime_options {
   //! The runtime gives each its waker (`idle_source::set_idle_waker`) and takes it back at
   //! destruction; they must outlive the runtime.
   std::vector<idle_source*> idle_sources{};
+  //! The streams of each context's `streams()` pool (made on first use; `device` ignored).
+  cuda::stream_pool_options streams{};
 };
 
 //! Owns a `cuda::device_context` (the device's completion reactor, pinned and device
@@ -79,6 +89,10 @@ struct runtime_options {
 //! runtime's threads goes to that runtime's reactor. The first runtime created while no
 //! `cuda::default_context_scope` is in place also becomes the default context of other
 //! threads (e.g. `sync_wait` on `main`'s thread) until it is destroyed.
+//!
+//! Serving several devices (`runtime_options::devices`), it owns one context per device;
+//! the pool's workers poll all their reactors, a wait goes to its stream's device's context
+//! and leaves that device current (docs/MULTI_GPU.md); `cuda::device_scheduler` spreads jobs.
 //!
 //! Completions are found by the pool's idle workers (`thread_pool::set_idle_source`): a
 //! worker with nothing to run polls the reactor and runs what finished itself. A wait with
@@ -105,6 +119,7 @@ public:
   template <concepts::awaitable A>
   decltype(auto) run(A&& a) {
     const cuda::context_scope here(m_context);
+    const cuda::detail::restore_device keep(!m_more.empty());
     return m_loop.run(static_cast<A&&>(a));
   }
 
@@ -122,6 +137,7 @@ public:
   //! join at a time); tasks may still be spawned while it waits, and it waits for them too.
   void join_spawned() {
     const cuda::context_scope here(m_context);
+    const cuda::detail::restore_device keep(!m_more.empty());
     m_loop.run(m_spawned.join());
   }
 
@@ -134,13 +150,19 @@ public:
   //! stopped at the same moment may be counted too). The destructor then only waits for
   //! what is still running.
   std::size_t stop() {
-    completion_reactor& r = m_context.reactor().reactor();
-    const reactor_stats before = r.stats();
+    std::size_t before = 0;
+    for (cuda::device_context* c : m_slots) {
+      const reactor_stats st = c->reactor().stats();
+      before += static_cast<std::size_t>(st.stopped + st.cancelled);
+    }
     m_spawned.request_stop(); // ends the waits of spawned tasks that carry their token
-    r.stop_all();             // and every other pending wait
-    const reactor_stats after = r.stats();
-    return static_cast<std::size_t>((after.stopped - before.stopped) +
-                                    (after.cancelled - before.cancelled));
+    std::size_t after = 0;
+    for (cuda::device_context* c : m_slots) {
+      c->reactor().reactor().stop_all(); // and every other pending wait
+      const reactor_stats st = c->reactor().stats();
+      after += static_cast<std::size_t>(st.stopped + st.cancelled);
+    }
+    return after - before;
   }
 
   //! The scope spawned tasks run in (for `request_stop()`).
@@ -148,11 +170,26 @@ public:
 
   [[nodiscard]] thread_pool& pool() noexcept { return m_pool; }
   [[nodiscard]] run_loop& loop() noexcept { return m_loop; }
-  //! The device context the runtime's threads await through.
+  //! The device context the runtime's threads await through (the first device's).
   [[nodiscard]] cuda::device_context& context() noexcept { return m_context; }
+  //! The context of the `i`-th device served (`devices()[i]`); `context(0)` is `context()`.
+  //! @throws std::out_of_range for `i >= devices().size()`.
+  [[nodiscard]] cuda::device_context& context(std::size_t i) { return *m_slots.at(i); }
+  //! Every context, in the order of `devices()` (for `cuda::device_scheduler`).
+  [[nodiscard]] const std::vector<cuda::device_context*>& contexts() const noexcept {
+    return m_slots;
+  }
+  //! The device ordinals served, in the order given (one element unless
+  //! `runtime_options::devices` named several).
+  [[nodiscard]] const std::vector<int>& devices() const noexcept { return m_devices; }
   [[nodiscard]] cuda::gpu_reactor& reactor() noexcept { return m_context.reactor(); }
-  //! The reactor's statistics (waits pending per stream, completions, resume latency...).
+  //! The reactor's statistics (waits pending per stream, completions, resume latency...)
+  //! of the first device; `stats(i)` for the `i`-th.
   [[nodiscard]] reactor_stats stats() const { return m_context.reactor().stats(); }
+  //! The statistics of the `i`-th device's reactor. @throws std::out_of_range
+  [[nodiscard]] reactor_stats stats(std::size_t i) const {
+    return m_slots.at(i)->reactor().stats();
+  }
 
   //! What the doctor reads (docs/DOCTOR.md): the reactor's and the pool's statistics since
   //! construction, the strategy, waits on the default streams, the pinned pool's counters.
@@ -184,11 +221,17 @@ private:
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
 
+  //! The ordinals served.
+  std::vector<int> m_devices;
+  //! Every context, first included (the peers of each when there are several).
+  std::vector<cuda::device_context*> m_slots;
   observability m_observability;          // first: outlives everything that reports to it
   mutable cuda::device_context m_context; // before the pool, whose workers point at it
-
-  //! The pool's idle source when `idle_sources` are given: them and the GPU reactor.
-  std::optional<idle_source_set> m_sources;
+  //! The contexts of the devices after the first.
+  std::vector<std::unique_ptr<cuda::device_context>> m_more;
+  //! The pool's idle source when it polls several: every device's reactor and
+  //! `idle_sources`.
+  std::unique_ptr<idle_source_set> m_sources;
   thread_pool m_pool;
   bool m_idle_polling = false;
   bool m_is_default = false; //!< installed as the default context of other threads

@@ -79,7 +79,8 @@ no_device_context::no_device_context()
           "(threads without one)") {}
 
 device_context::device_context(device_context_options options)
-    : m_device(options.device == no_device ? no_device : resolve(options.device)) {
+    : m_device(options.device == no_device ? no_device : resolve(options.device)),
+      m_events(cudaEventDisableTiming, m_device), m_stream_options(options.streams) {
   const bool gpu = m_device != no_device;
   std::optional<device_guard> on;
   if (gpu) {
@@ -121,6 +122,7 @@ device_context::~device_context() {
   if (tl_context == this) {
     tl_context = nullptr;
   }
+  m_streams.reset(); // no lease may remain (the pool's rule); CUDA finishes their work
   m_regions.reset(); // executable graphs: CUDA lets launched ones finish
   m_reactor.reset(); // cancels what is left, before the pools its waits may name go
   m_pinned.reset();
@@ -129,6 +131,77 @@ device_context::~device_context() {
 }
 
 void device_context::drain_releases() noexcept { m_release->drain(); }
+
+stream_pool& device_context::streams() {
+  std::call_once(m_streams_once, [this] {
+    stream_pool_options o = m_stream_options;
+    o.device = m_device;
+    m_streams = std::make_unique<stream_pool>(o);
+  });
+  return *m_streams;
+}
+
+void device_context::make_current() {
+  if (tl_context != nullptr) { // a thread that uses the default context keeps using it
+    tl_context = this;
+  }
+  if (::cuawait::cuda::device::current_id() != m_device) {
+    set_device(m_device);
+  }
+}
+
+void detail::reenter_context(device_context& ctx) noexcept {
+  if (tl_context != nullptr) { // see make_current
+    tl_context = &ctx;
+  }
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != ctx.device()) {
+    (void)cudaSetDevice(ctx.device()); // it was usable when the wait was submitted
+  }
+}
+
+gpu_reactor& detail::reactor_for_stream(cudaStream_t s, device_context** entered) {
+  device_context& here = current_context();
+  if (here.m_peers == nullptr) {
+    return here.reactor(); // one device: the thread's context, as `current_reactor()`
+  }
+  // Several devices: the context of the stream's device (the legacy and per-thread default
+  // streams name the current device's). A stream of a device not served stays with the
+  // thread's context: its marker then fails to enqueue with CUDA's error.
+  device_context* target = &here;
+  int d = -1;
+  if (cudaStreamGetDevice(s, &d) != cudaSuccess) {
+    (void)cudaGetLastError(); // the marker reports the stream's error
+  } else if (d != here.device()) {
+    for (device_context* c : *here.m_peers) {
+      if (c->device() == d) {
+        target = c;
+        break;
+      }
+    }
+  }
+  reenter_context(*target); // the marker is enqueued with the stream's device current
+  *entered = target;
+  return target->reactor();
+}
+
+void detail::set_context_peers(device_context& ctx,
+                               const std::vector<device_context*>* peers) noexcept {
+  ctx.m_peers = peers;
+}
+
+detail::restore_device::restore_device(bool active) noexcept {
+  if (active && cudaGetDevice(&m_device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    m_device = -1;
+  }
+}
+
+detail::restore_device::~restore_device() {
+  if (m_device >= 0) {
+    (void)cudaSetDevice(m_device);
+  }
+}
 
 detail::release_thread* detail::release_thread_of(device_context& ctx) noexcept {
   return ctx.m_release.get();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/runtime.hpp"
 
+#include "cuawait/cuda/device.hpp"
+
 #if defined(__linux__)
 #include <pthread.h>
 #endif
@@ -8,9 +10,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cuawait {
 
@@ -60,15 +64,38 @@ bool doctor_at_exit() {
   return true;
 }
 
-cuda::device_context_options context_options(const runtime_options& o) {
+//! The devices served: `devices`, else the one `device` names (-1: the current one).
+std::vector<int> served_devices(const runtime_options& o) {
+  std::vector<int> d = o.devices.empty() ? std::vector<int>{o.device} : o.devices;
+  for (int& id : d) {
+    if (id < 0) {
+      id = cuda::device::current_id();
+    }
+  }
+  return d;
+}
+
+cuda::device_context_options context_options(const runtime_options& o, int device) {
   cuda::device_context_options c;
-  c.device = o.device;
+  c.device = device;
   c.completion = o.strategy;
   c.reactor = with_thread(o.reactor, use_reactor_thread(o.reactor_thread));
   c.reactor.idle_spinners = idle_spinners(o.reactor.idle_spinners);
   c.regions = o.regions;
+  c.streams = o.streams;
   return c;
 }
+
+//! The contexts of the devices after the first.
+std::vector<std::unique_ptr<cuda::device_context>> more_contexts(const runtime_options& o,
+                                                                 const std::vector<int>& devices) {
+  std::vector<std::unique_ptr<cuda::device_context>> more;
+  for (std::size_t i = 1; i < devices.size(); ++i) {
+    more.push_back(std::make_unique<cuda::device_context>(context_options(o, devices[i])));
+  }
+  return more;
+}
+
 //! Names the calling thread (Linux; at most 15 characters), for profilers and debuggers.
 void name_this_thread(const char* name) noexcept {
 #if defined(__linux__)
@@ -80,7 +107,8 @@ void name_this_thread(const char* name) noexcept {
 } // namespace
 
 runtime::runtime(runtime_options options)
-    : m_context(context_options(options)),
+    : m_devices(served_devices(options)), m_context(context_options(options, m_devices.front())),
+      m_more(more_contexts(options, m_devices)),
       m_pool(std::max<std::size_t>(options.threads, 1),
              [ctx = &m_context](std::size_t) {
                if (ctx->device() != cuda::no_device) {
@@ -91,23 +119,36 @@ runtime::runtime(runtime_options options)
              }),
       // Derived from the reactor actually made (the environment is read once, above).
       m_idle_polling(!m_context.reactor().reactor().options().start_thread) {
+  m_slots.push_back(&m_context);
+  for (const auto& c : m_more) {
+    m_slots.push_back(c.get());
+  }
+  if (m_slots.size() > 1) {
+    for (cuda::device_context* c : m_slots) {
+      cuda::detail::set_context_peers(*c, &m_slots);
+    }
+  }
   completion_reactor& reactor = m_context.reactor().reactor();
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
   m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});
   m_doctor = doctor_at_exit();
+  // The pool polls every device's reactor and the sources the user gave (an MPI reactor):
+  // one idle source, a set when there are several.
   std::vector<idle_source*> sources;
   if (m_idle_polling) {
-    sources.push_back(&reactor);
+    for (cuda::device_context* c : m_slots) {
+      sources.push_back(&c->reactor().reactor());
+    }
   }
   sources.insert(sources.end(), options.idle_sources.begin(), options.idle_sources.end());
-  if (!options.idle_sources.empty()) {
-    m_sources.emplace(std::span<idle_source* const>(sources)); // checks them; may throw
+  if (sources.size() > 1 || !options.idle_sources.empty()) {
+    m_sources = std::make_unique<idle_source_set>(std::span<idle_source* const>(sources));
   }
-  for (idle_source* s : sources) {
-    s->set_idle_waker(&runtime::wake_pool, &m_pool);
+  for (idle_source* src : sources) {
+    src->set_idle_waker(&runtime::wake_pool, &m_pool);
   }
   if (!sources.empty()) {
-    idle_source* const polled = m_sources ? &*m_sources : sources.front();
+    idle_source* const polled = m_sources ? m_sources.get() : sources.front();
     m_pool.set_idle_source(polled);
     m_loop.set_idle_source(polled); // `run` polls too: its completions need no wake-up
   }
@@ -123,9 +164,20 @@ runtime::~runtime() {
     m_loop.run(m_spawned.join());
   } catch (...) {
   }
-  // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop.
-  reactor.drain();
-  (void)m_loop.poll();
+  // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop
+  // (with several devices they may await another device's work: drain until every reactor
+  // is idle; one device drains once, as it always did).
+  for (bool again = true; again;) {
+    again = false;
+    for (cuda::device_context* c : m_slots) {
+      completion_reactor& r = c->reactor().reactor();
+      r.drain();
+      (void)m_loop.poll();
+    }
+    for (std::size_t i = 0; m_slots.size() > 1 && i < m_slots.size(); ++i) {
+      again = again || m_slots[i]->reactor().reactor().idle_pending();
+    }
+  }
   if (m_is_default) {
     cuda::detail::remove_default_context(&m_context);
   }

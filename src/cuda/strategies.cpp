@@ -27,6 +27,18 @@ using detail::wait_node;
 //! Marks the `source_data` of waits whose token is a strategy-owned object.
 char g_owned_tag;
 
+//! The device current while a source is made (a device context makes its own current):
+//! its markers' events are created there whatever device is current later (an event
+//! recorded on a stream of another device fails). -1 when it cannot be read.
+int device_at_construction() noexcept {
+  int d = -1;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return d;
+}
+
 completion_status query_event(const wait_node& w) noexcept {
   return gpu_completion_source::status_of(cudaEventQuery(reinterpret_cast<cudaEvent_t>(w.token)));
 }
@@ -76,7 +88,7 @@ public:
   bool parallel_queries() const noexcept override { return true; }
 
 private:
-  event_pool m_pool;
+  event_pool m_pool{cudaEventDisableTiming, device_at_construction()};
 };
 
 // --- flag slots shared by host_callback and blocking_sync --------------------------------
@@ -184,7 +196,8 @@ private:
 // --- blocking_sync -------------------------------------------------------------------------
 class blocking_sync_source final : public flag_source {
 public:
-  blocking_sync_source() : m_pool(cudaEventBlockingSync | cudaEventDisableTiming) {
+  blocking_sync_source()
+      : m_pool(cudaEventBlockingSync | cudaEventDisableTiming, device_at_construction()) {
     m_thread = std::jthread([this](std::stop_token st) { helper(st); });
   }
   ~blocking_sync_source() override {
@@ -239,7 +252,7 @@ private:
     }
   }
 
-  event_pool m_pool;
+  event_pool m_pool{cudaEventDisableTiming, device_at_construction()};
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<flag_slot*> m_queue;
@@ -402,7 +415,7 @@ private:
   }
 
   write_value64_fn m_write;
-  event_pool m_events;
+  event_pool m_events{cudaEventDisableTiming, device_at_construction()};
   std::atomic<std::uint64_t> m_events_until_ns{0};
   mutable std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
@@ -446,7 +459,7 @@ public:
 
 private:
   static inline char g_stream_tag;
-  event_pool m_events;
+  event_pool m_events{cudaEventDisableTiming, device_at_construction()};
 };
 
 } // namespace

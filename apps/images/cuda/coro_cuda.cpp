@@ -4,6 +4,10 @@
 // each image leases a stream from a stream_pool, uses stream-ordered device buffers and
 // pinned host buffers, enqueues its copies and kernels and awaits them once; a memory gate
 // (an async_semaphore) bounds the images in flight.
+//
+// With --devices naming several devices, one runtime serves them all: each device has its
+// own stream pool, stream slots, nvJPEG decoder and timeline, and a device_scheduler gives
+// each image (once the memory gate let it in) the device with the fewest images in flight.
 
 #include "batch.hpp"
 #include "codec.hpp"
@@ -14,7 +18,9 @@
 #include "memory_gate.hpp"
 
 #include <cuawait/async_scope.hpp>
+#include <cuawait/cuda/device.hpp>
 #include <cuawait/cuda/device_buffer.hpp>
+#include <cuawait/cuda/device_scheduler.hpp>
 #include <cuawait/cuda/pinned_buffer.hpp>
 #include <cuawait/cuda/stream_pool.hpp>
 #include <cuawait/runtime.hpp>
@@ -124,7 +130,18 @@ struct gpu_context {
   std::vector<int> lanes;           // trace lane of each stream of the pool
   std::atomic<std::size_t> gpu_decoded{0};
   std::atomic<std::size_t> cpu_fallbacks{0}; // JPEG files nvJPEG refused or did not plan
+  //! With several devices: this device's context, made current after each stream lease (the
+  //! lease may resume on a worker with another device current). Null with one device.
+  cuda::device_context* device = nullptr;
 };
+
+// After a stream lease: with several devices, the image's device current again (its
+// buffers come from that device's pool, its kernels need it current).
+void on_device_of(const gpu_context& ctx) {
+  if (ctx.device != nullptr) {
+    ctx.device->make_current();
+  }
+}
 
 // Enqueues, behind the 8-bit image on its way into d.raw (uploaded or being decoded, after
 // mark 0), the gray conversion with the orientation, blur, Sobel + histogram and the
@@ -162,6 +179,7 @@ void record_spans(gpu_context& ctx, std::size_t stream, int i, const char* first
 // image is queued or running.
 task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_shape& shape) {
   cuda::stream_lease s = co_await ctx.streams.acquire();
+  on_device_of(ctx);
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(shape.pixel_count(), s);
   std::exception_ptr failed;
@@ -189,6 +207,7 @@ task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_s
 task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
                            const gpu::jpeg_plan& plan, host_buffers& host) {
   cuda::stream_lease s = co_await ctx.streams.acquire();
+  on_device_of(ctx);
   stream_slot& slot = ctx.slots[s.index()];
   slot.reserve(plan.stored.pixel_count(), s);
   bool decoded = false;
@@ -385,15 +404,136 @@ task<void> run_all(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) 
   co_await scope.join();
 }
 
+// Everything one device of a run over several devices keeps; made with the device current.
+struct device_part {
+  device_part(batch& b, runtime& rt, memory_gate& gate, cuda::device_context& c,
+              std::size_t stream_count, bool gpu_decode)
+      : streams(cuda::stream_pool_options{.normal = stream_count, .device = c.device()}) {
+    if (gpu_decode) {
+      std::string why_not;
+      decoder = gpu::jpeg_decoder::create(why_not);
+      note = decoder == nullptr ? " (nvJPEG unavailable: " + why_not + ")" : std::string();
+    }
+    slots = std::vector<stream_slot>(stream_count); // after `streams`: freed on them first
+    if (decoder != nullptr) {
+      for (stream_slot& slot : slots) {
+        slot.jpeg = decoder->make_state();
+      }
+    }
+    timeline = std::make_unique<gpu::gpu_timeline>(b.log(), streams.at(0).get());
+    ctx.reset(new gpu_context{b, rt, streams, slots, gate, *timeline, decoder.get(), {}});
+    ctx->device = &c;
+    for (std::size_t k = 0; k < streams.size(); ++k) {
+      ctx->lanes.push_back(b.log().add_gpu_lane("GPU " + std::to_string(c.device()) + " stream " +
+                                                std::to_string(k)));
+    }
+  }
+  cuda::stream_pool streams;
+  std::unique_ptr<gpu::jpeg_decoder> decoder;
+  std::string note; // why nvJPEG is not used, when asked for
+  std::vector<stream_slot> slots;
+  std::unique_ptr<gpu::gpu_timeline> timeline;
+  std::unique_ptr<gpu_context> ctx;
+};
+
+// One image on the device the scheduler picks once the memory gate let it in.
+task<void> process_on_devices(std::vector<std::unique_ptr<device_part>>& parts,
+                              cuda::device_scheduler& sched, int i) {
+  gpu_context& any = *parts.front()->ctx; // the batch, the runtime and the gate are shared
+  co_await any.rt.pool().schedule();
+  if (any.b.stopping()) {
+    co_return;
+  }
+  memory_gate::share share =
+      co_await any.gate.acquire(gpu_image_footprint(any.b.expected_pixels(i)));
+  co_await any.rt.pool().schedule(); // never continue nested inside another image's release
+  if (any.b.stopping()) {
+    co_return;
+  }
+  try {
+    const cuda::device_lease d = sched.acquire(); // its device current here
+    co_await run_image(*parts[d.index()]->ctx, i);
+  } catch (const std::exception& e) {
+    any.b.fail(i, e.what());
+  }
+}
+
+task<void> run_all_devices(runtime& rt, std::vector<std::unique_ptr<device_part>>& parts,
+                           cuda::device_scheduler& sched, std::size_t pixels,
+                           std::size_t in_flight) {
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    rt.context(k).make_current(); // the warm-up's buffers come from that device's pool
+    co_await warm_up(*parts[k]->ctx, pixels, in_flight);
+  }
+  rt.context().make_current();
+  parts.front()->ctx->b.start_clock();
+  async_scope scope;
+  for (int i = 0; i < static_cast<int>(parts.front()->ctx->b.jobs().size()); ++i) {
+    scope.spawn(process_on_devices(parts, sched, i));
+  }
+  co_await scope.join();
+}
+
+// The coroutine mode over the several devices of `b.config().devices`.
+void run_coro_devices(batch& b, std::size_t memory_budget, std::size_t stream_count) {
+  runtime_options options;
+  options.threads = static_cast<std::size_t>(b.config().threads);
+  options.devices = b.config().devices;
+  runtime rt(options);
+  memory_gate gate(memory_budget);
+  std::vector<std::unique_ptr<device_part>> parts;
+  for (std::size_t k = 0; k < rt.devices().size(); ++k) {
+    const cuda::context_scope here(rt.context(k));
+    cuda::set_device(rt.context(k).device());
+    parts.push_back(std::make_unique<device_part>(b, rt, gate, rt.context(k), stream_count,
+                                                  b.config().gpu_decode));
+  }
+  cuda::set_device(rt.context().device());
+  cuda::device_scheduler sched(rt);
+  const std::size_t pixels = b.jobs().empty() ? 0 : b.expected_pixels(0);
+  const std::size_t footprint = gpu_image_footprint(pixels);
+  const std::size_t in_flight =
+      std::min(b.jobs().size(), images_in_flight(memory_budget, footprint));
+  const std::string note = in_flight_note(b, memory_budget, footprint) + ", " +
+                           std::to_string(stream_count) + " streams on each of " +
+                           std::to_string(parts.size()) + " devices";
+  b.set_concurrency_note(note);
+  rt.run(run_all_devices(rt, parts, sched, pixels, in_flight));
+  std::string per_device = "; images per device:";
+  std::size_t gpu_decoded = 0;
+  std::size_t fallbacks = 0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    per_device += " " + std::to_string(rt.devices()[k]) + ": " +
+                  std::to_string(sched.completed(k)) + parts[k]->note;
+    gpu_decoded += parts[k]->ctx->gpu_decoded.load();
+    fallbacks += parts[k]->ctx->cpu_fallbacks.load();
+  }
+  const std::string decode =
+      parts.front()->decoder != nullptr
+          ? "; JPEG decode on the GPU (nvJPEG): " + std::to_string(gpu_decoded) + " images, " +
+                std::to_string(fallbacks) + " JPEGs decoded on the CPU instead"
+          : "; JPEG decode on the CPU";
+  b.set_concurrency_note(note + per_device + decode);
+  cuda::set_device(rt.context().device()); // the run may leave another device current
+}
+
 } // namespace
 
 void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count) {
-  runtime_options options;
-  options.threads = static_cast<std::size_t>(b.config().threads);
-  runtime rt(options);
   if (stream_count == 0) {
     stream_count = default_stream_count(b.config().threads);
   }
+  if (b.config().devices.size() > 1) {
+    run_coro_devices(b, memory_budget, stream_count);
+    return;
+  }
+  runtime_options options;
+  options.threads = static_cast<std::size_t>(b.config().threads);
+  options.devices = b.config().devices; // empty or one: as without --devices
+  if (options.devices.size() == 1) {
+    cuda::set_device(options.devices.front()); // the streams below are made on it
+  }
+  runtime rt(options);
   cuda::stream_pool streams(stream_count);
   std::unique_ptr<gpu::jpeg_decoder> decoder;
   std::string decode_note = "JPEG decode on the CPU";

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 namespace cuawait::cuda {
 
@@ -20,6 +21,16 @@ namespace cuawait::cuda {
     return 0;
   }
   return n;
+}
+
+//! The ordinals of every visible device (0 to `device_count() - 1`; empty when none), e.g.
+//! for `runtime_options::devices`.
+[[nodiscard]] inline std::vector<int> all_devices() {
+  std::vector<int> ids(static_cast<std::size_t>(device_count()));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int>(i);
+  }
+  return ids;
 }
 
 //! Makes `id` the calling thread's current device. @throws cuda_error

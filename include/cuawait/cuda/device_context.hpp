@@ -19,15 +19,19 @@
 //! cuawait::sync_wait(job(stream));
 //! ```
 
+#include "cuawait/cuda/event_pool.hpp"
 #include "cuawait/cuda/memory_pool.hpp"
 #include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
+#include "cuawait/cuda/stream_pool.hpp"
 #include "cuawait/detail/graph_cache_core.hpp"
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace cuawait::cuda {
 
@@ -38,6 +42,9 @@ namespace detail {
 class release_thread;
 //! The release thread of `ctx` (see `cuawait/cuda/detail/deferred_release.hpp`).
 [[nodiscard]] release_thread* release_thread_of(device_context& ctx) noexcept;
+//! Makes `ctx` one of the contexts in `peers` (a runtime serving several devices): a wait
+//! on a stream of another device then goes to that device's context. nullptr: alone again.
+void set_context_peers(device_context& ctx, const std::vector<device_context*>* peers) noexcept;
 } // namespace detail
 
 //! `device_context_options::device` (and `runtime_options::device`) for a context without a
@@ -61,6 +68,9 @@ struct device_context_options {
   pinned_pool_options pinned{};
   //! Bounds of the cache of region graphs (`regions()`, cuda/region.hpp).
   ::cuawait::region_cache_options regions{};
+  //! The streams of `streams()` (created on first use, on the context's device; `device`
+  //! is ignored).
+  stream_pool_options streams{};
 };
 
 //! Thrown when GPU work is awaited (or a default pool is asked for) on a thread that has
@@ -114,8 +124,34 @@ public:
   //! memory is back with CUDA). Blocks: not for a coroutine's thread.
   void drain_releases() noexcept;
 
+  //! The device's stream pool (`device_context_options::streams`), created on first use.
+  //! `co_await ctx.acquire_stream()` leases one and makes the context current.
+  //! @throws cuda_error when the streams cannot be created.
+  [[nodiscard]] stream_pool& streams();
+  //! Events created on this context's device (whatever device is current when one is).
+  [[nodiscard]] event_pool& events() noexcept { return m_events; }
+
+  //! Makes this context the calling thread's context and its device the current device.
+  //! Unlike `context_scope` nothing is restored: for a coroutine that moves between a
+  //! runtime's threads and continues on this device after an await that is not GPU work
+  //! of it (a mutex, a channel, `pool.schedule()`): see docs/MULTI_GPU.md. A thread that
+  //! has no context of its own (it uses the default context) only gets the device: it
+  //! would otherwise keep a context that may die before it; name one with `context_scope`.
+  //! @throws cuda_error when the device cannot be made current.
+  void make_current();
+
+  class acquire_stream_awaiter;
+  //! `co_await ctx.acquire_stream(p)`: a lease on a stream of `streams()`, then (on the
+  //! thread the coroutine resumes on) `make_current()`. Cancellable as
+  //! `stream_pool::acquire` is. @throws cuda_error when the pool cannot be created.
+  [[nodiscard]] acquire_stream_awaiter acquire_stream(priority p = priority::normal,
+                                                      std::stop_token token = {});
+
 private:
   friend detail::release_thread* detail::release_thread_of(device_context& ctx) noexcept;
+  friend void detail::set_context_peers(device_context& ctx,
+                                        const std::vector<device_context*>* peers) noexcept;
+  friend gpu_reactor& detail::reactor_for_stream(cudaStream_t s, device_context** entered);
 
   int m_device = 0;
   std::unique_ptr<detail::release_thread> m_release; // first made, last destroyed
@@ -123,7 +159,41 @@ private:
   std::unique_ptr<pinned_pool> m_pinned;
   std::unique_ptr<device_memory_pool> m_memory;
   std::unique_ptr<region_cache> m_regions;
+  event_pool m_events;
+  stream_pool_options m_stream_options;
+  std::once_flag m_streams_once;
+  std::unique_ptr<stream_pool> m_streams;
+  //! The contexts of the runtime serving several devices, this one included; else nullptr.
+  const std::vector<device_context*>* m_peers = nullptr;
 };
+
+//! What `device_context::acquire_stream` returns; yields a `stream_lease`.
+class device_context::acquire_stream_awaiter {
+public:
+  [[nodiscard]] bool await_ready() const noexcept { return m_inner.await_ready(); }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    return m_inner.await_suspend(h);
+  }
+  //! @throws operation_cancelled (no stream leased); cuda_error from `make_current`.
+  [[nodiscard]] stream_lease await_resume() {
+    stream_lease lease = m_inner.await_resume();
+    m_context->make_current();
+    return lease;
+  }
+
+private:
+  friend class device_context;
+  acquire_stream_awaiter(device_context& ctx, stream_pool::acquire_awaiter inner) noexcept
+      : m_context(&ctx), m_inner(std::move(inner)) {}
+  device_context* m_context;
+  stream_pool::acquire_awaiter m_inner;
+};
+
+inline device_context::acquire_stream_awaiter
+device_context::acquire_stream(priority p, std::stop_token token) {
+  return acquire_stream_awaiter(*this, streams().acquire(p, std::move(token)));
+}
 
 //! The context of the calling thread: its `context_scope`, else the one its runtime set,
 //! else the `default_context_scope`'s; nullptr when none.
@@ -163,6 +233,18 @@ private:
 namespace detail {
 //! Sets the calling thread's context without restoring it (for threads a runtime starts).
 void set_thread_context(device_context* ctx) noexcept;
+//! Restores the calling thread's current device when destroyed, if `active` (a thread that
+//! ran coroutines of several devices, e.g. in `runtime::run`, gets its device back).
+class restore_device {
+public:
+  explicit restore_device(bool active) noexcept;
+  restore_device(const restore_device&) = delete;
+  restore_device& operator=(const restore_device&) = delete;
+  ~restore_device();
+
+private:
+  int m_device = -1;
+};
 //! Installs `ctx` as the default only when there is none; true when it did.
 bool install_default_context_if_none(device_context* ctx) noexcept;
 //! Removes `ctx` as the default when it still is.

@@ -18,8 +18,12 @@ namespace cuawait::cuda {
 //! caller until `release`d; the pool destroys the ones it holds when destroyed.
 class event_pool {
 public:
-  //! A pool of events created with `flags` (default: no timing).
+  //! A pool of events created with `flags` (default: no timing) on the calling thread's
+  //! current device.
   explicit event_pool(unsigned flags = cudaEventDisableTiming) noexcept : m_flags(flags) {}
+  //! A pool of events created with `flags` on `device`, whatever device is current when
+  //! one is created (an event recorded on a stream of another device fails in CUDA).
+  event_pool(unsigned flags, int device) noexcept : m_flags(flags), m_device(device) {}
   event_pool(const event_pool&) = delete;
   event_pool& operator=(const event_pool&) = delete;
   ~event_pool() {
@@ -39,9 +43,7 @@ public:
         return e;
       }
     }
-    cudaEvent_t e = nullptr;
-    CUAWAIT_CUDA_CHECK("event pool", cudaEventCreateWithFlags(&e, m_flags));
-    return e;
+    return create();
   }
 
   //! Returns `e` to the pool. Re-recording it later is safe even if earlier work is still
@@ -61,8 +63,29 @@ public:
     return m_free.size();
   }
 
+  //! The device the events are created on; -1: the current device at creation.
+  [[nodiscard]] int device() const noexcept { return m_device; }
+
 private:
+  [[nodiscard]] cudaEvent_t create() const {
+    int previous = -1;
+    if (m_device >= 0) {
+      CUAWAIT_CUDA_CHECK("event pool", cudaGetDevice(&previous));
+      if (previous != m_device) {
+        CUAWAIT_CUDA_CHECK("event pool", cudaSetDevice(m_device));
+      }
+    }
+    cudaEvent_t e = nullptr;
+    const cudaError_t created = cudaEventCreateWithFlags(&e, m_flags);
+    if (m_device >= 0 && previous != m_device) {
+      (void)cudaSetDevice(previous);
+    }
+    check("event pool", created, "cudaEventCreateWithFlags");
+    return e;
+  }
+
   unsigned m_flags;
+  int m_device = -1;
   mutable std::mutex m_mutex;
   std::vector<cudaEvent_t> m_free;
 };

@@ -63,6 +63,9 @@ public:
   //! @throws operation_cancelled when a stop request ended the wait (also from the
   //! non-throwing form: a cancellation is not an outcome of the GPU work).
   auto await_resume() {
+    if (m_entered != nullptr) {
+      detail::reenter_context(*m_entered); // a runtime serving several devices routed the wait
+    }
     const completion_status st = m_wait.finish();
     if (m_wait.stopped()) {
       throw operation_cancelled("cuawait::cuda: GPU wait cancelled by a stop request");
@@ -97,6 +100,8 @@ protected:
   ::cuawait::detail::reactor_wait m_wait;
   std::source_location m_where;
   std::stop_token m_token; //!< given with `with_stop_token`; else the awaiter's is used
+  //! The context a routed wait made current (a runtime serving several devices).
+  device_context* m_entered = nullptr;
   bool m_ignore_stop = false;
 };
 
@@ -157,7 +162,7 @@ protected:
     if (m_wait.stop_before_submit(token)) {
       return false;
     }
-    gpu_reactor& r = current_reactor();
+    gpu_reactor& r = detail::reactor_for_stream(m_stream, &m_entered);
     r.source().arm(m_stream, m_wait.node());
     return m_wait.suspend(r.reactor(), h, token);
   }
@@ -193,7 +198,8 @@ public:
 
 private:
   bool submit(std::coroutine_handle<> h, const std::stop_token& token) {
-    gpu_reactor& r = current_reactor(); // no_device_context propagates: misuse, not GPU
+    // no_device_context propagates: misuse, not GPU
+    gpu_reactor& r = detail::reactor_for_stream(m_stream, &m_entered);
     try {
       ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
       if (m_wait.stop_before_submit(token)) {

@@ -9,10 +9,14 @@
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/reactor_stats.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <memory>
 
 namespace cuawait::cuda {
+
+class device_context;
 
 //! A completion strategy and the reactor that polls it, with its thread.
 class gpu_reactor {
@@ -40,6 +44,15 @@ private:
 [[nodiscard]] gpu_reactor& current_reactor();
 
 namespace detail {
+//! The reactor a wait on `s` goes to: the calling thread's context's (as
+//! `current_reactor()`), or, when that context is one of several a runtime serves, the
+//! context of `s`'s device, which it then makes the thread's context and current device
+//! and stores in `*entered` (left alone otherwise). @throws no_device_context
+[[nodiscard]] gpu_reactor& reactor_for_stream(cudaStream_t s, device_context** entered);
+//! Makes `ctx` the calling thread's context and its device current (after a coroutine
+//! whose wait `reactor_for_stream` routed resumes, maybe on another thread). Never throws.
+void reenter_context(device_context& ctx) noexcept;
+
 //! Copies at least this large are reported to the reactor's source (`note_large_copy`).
 inline constexpr std::size_t large_copy_bytes = std::size_t{1} << 20;
 
