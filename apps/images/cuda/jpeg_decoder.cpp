@@ -99,7 +99,7 @@ std::unique_ptr<jpeg_decoder> jpeg_decoder::create(std::string& why_not) {
   const bool engines = asked == nullptr || std::string_view(asked) != "default";
   nvjpegStatus_t s = engines ? nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr,
                                               NVJPEG_FLAGS_DEFAULT, &p->handle)
-                             : NVJPEG_STATUS_NOT_SUPPORTED;
+                             : NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED;
   p->hardware = s == NVJPEG_STATUS_SUCCESS;
   if (!p->hardware) {
     p->handle = nullptr;
