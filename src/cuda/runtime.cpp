@@ -68,7 +68,7 @@ bool doctor_at_exit() {
 std::vector<int> served_devices(const runtime_options& o) {
   std::vector<int> d = o.devices.empty() ? std::vector<int>{o.device} : o.devices;
   for (int& id : d) {
-    if (id < 0) {
+    if (id < 0 && id != cuda::no_device) {
       id = cuda::device::current_id();
     }
   }
