@@ -75,6 +75,13 @@ gate_unit gate_begin(cudaStream_t s, gate_words* device_words, const std::source
   return u;
 }
 
+namespace {
+void destroy_exec(void* x) noexcept {
+  check_noexcept("gated work", cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x)),
+                 "cudaGraphExecDestroy");
+}
+} // namespace
+
 void gate_in_flight::reap() noexcept {
   std::size_t n = 0;
   for (; n < launched.size(); ++n) {
@@ -85,7 +92,9 @@ void gate_in_flight::reap() noexcept {
     if (q != cudaSuccess) {
       (void)cudaGetLastError(); // an error after which the GPU runs nothing more: done too
     }
-    check_noexcept("gated work", cudaGraphExecDestroy(launched[n].exec), "cudaGraphExecDestroy");
+    // Destroying an executable graph frees what CUDA allocated for it, which may wait for
+    // the whole device (other streams' kernels included): done on the release thread.
+    release_later(&destroy_exec, launched[n].exec);
     spare_events.push_back(launched[n].done);
   }
   launched.erase(launched.begin(), launched.begin() + static_cast<std::ptrdiff_t>(n));

@@ -221,7 +221,7 @@ TEST(Graph, HandlesAreMoveOnlyOwners) {
   g.add_host(
       {}, +[](void*) {}, nullptr);
   cu::graph moved = std::move(g);
-  EXPECT_EQ(g.get(), nullptr);
+  EXPECT_THROW((void)g.get(), cu::cuda_error) << "a moved-from graph gave out a handle";
   EXPECT_NE(moved.get(), nullptr);
   cu::graph copy = moved.clone();
   EXPECT_EQ(copy.node_count(), 1u);
@@ -235,16 +235,18 @@ TEST(Graph, HandlesAreMoveOnlyOwners) {
   static_assert(!std::is_constructible_v<cu::graph_exec, int>);
 }
 
-TEST(Graph, AnInvalidNodeNamesTheOperation) {
+// A moved-from graph used as a child is refused before any CUDA call, naming the handle.
+TEST(Graph, AMovedFromChildGraphIsRefusedNamingIt) {
   CUAWAIT_REQUIRE_GPU();
   cu::graph g;
   cu::graph empty = std::move(g); // `g` now holds no graph
   try {
     (void)empty.add_child({}, g);
-    ADD_FAILURE() << "a missing child graph was accepted";
+    ADD_FAILURE() << "a moved-from child graph was accepted";
   } catch (const cu::cuda_error& e) {
-    EXPECT_EQ(e.operation(), "graph add child graph node");
+    EXPECT_EQ(e.operation(), "use of a moved-from cuda::graph");
   }
+  EXPECT_EQ(empty.node_count(), 0u) << "nothing was added";
 }
 
 } // namespace
