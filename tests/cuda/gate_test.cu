@@ -181,9 +181,10 @@ TEST_F(GateTest, AGateDestroyedWhileItsUnitsAreQueuedIsSafe) {
   cu::stream s;
   outputs out(4);
   {
-    // A block for the second gate's words, ready in the pool before the GPU is held: that
-    // gate must not need a new page-locked allocation (it may wait for the whole device).
-    cu::gate warm(s);
+    // Blocks for both gates' words, ready in the pool before the GPU is held: neither may
+    // need a new page-locked allocation (it may wait for the whole device).
+    cu::gate warm_a(s);
+    cu::gate warm_b(s);
   }
   s.sync();
   (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
