@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <limits>
@@ -23,6 +25,14 @@ namespace cuawait::images {
 namespace {
 
 std::atomic<bool> g_stop{false};
+
+// How this process names itself in its messages: "cuawait-images", or on a rank other than
+// 0 of a spread run "cuawait-images: rank N".
+std::string g_tag = "cuawait-images";
+
+void say(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", g_tag.c_str(), message.c_str());
+}
 
 constexpr const char* ceiling_note =
     "ceiling: decode, a stand-in edge image and encode only; outputs are not edge images";
@@ -169,11 +179,10 @@ std::optional<bool> choose_cuda(const std::string& backend, gpu_backend* gpu) {
     return true;
   }
   if (backend == "cuda") {
-    std::fprintf(stderr, "cuawait-images: --backend=cuda: %s\n", reason.c_str());
+    say("--backend=cuda: " + reason);
     return std::nullopt;
   }
-  std::fprintf(stderr, "cuawait-images: no usable GPU (%s); running on the CPU backend\n",
-               reason.c_str());
+  say("no usable GPU (" + reason + "); running on the CPU backend");
   return false;
 }
 
@@ -187,7 +196,7 @@ std::optional<bool> choose_gpu_decode(const options& o, gpu_backend* gpu) {
   const char* why = o.mode != "coro" ? "only the coro mode decodes on the GPU"
                     : gpu == nullptr ? "the run is on the CPU backend"
                                      : "this build has no nvJPEG (it was not found at build time)";
-  std::fprintf(stderr, "cuawait-images: --decode=gpu: %s\n", why);
+  say(std::string("--decode=gpu: ") + why);
   return std::nullopt;
 }
 
@@ -197,10 +206,11 @@ std::string fmt_ms(double us) {
   return buf;
 }
 
-void write_features(const batch& b, const run_plan& plan, std::size_t batch_size) {
+void write_features(const batch& b, const run_plan& plan, std::size_t batch_size,
+                    const std::vector<job_outcome>& outcomes) {
   std::filesystem::create_directories(b.config().out_dir);
   write_file_atomic(b.config().out_dir / features_file_name,
-                    merged_features(plan, batch_size, b.outcomes()));
+                    merged_features(plan, batch_size, outcomes));
 }
 
 // Times of the untimed preparation, for the summary (µs; negative: did not happen).
@@ -243,20 +253,28 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
   }
 }
 
+// The whole run's outcomes and time: this process's, or in a spread run every rank's, with
+// the time from the first rank's start to the last one's end.
+struct run_totals {
+  const std::vector<job_outcome>* outcomes = nullptr; // by position in the jobs run now
+  double secs = 0;
+  std::string spread_note; // empty: a single-process run
+};
+
 void print_summary(const batch& b, const options& o, const run_plan& plan, bool cuda,
                    const std::string& device, double start_us, double end_us,
-                   const untimed_setup& setup) {
+                   const untimed_setup& setup, const run_totals& totals) {
   std::size_t ok = 0;
   std::size_t failed = 0;
   std::size_t not_started = 0;
-  for (const job_outcome& out : b.outcomes()) {
+  for (const job_outcome& out : *totals.outcomes) {
     ok += out.done && out.error.empty() ? 1 : 0;
     failed += out.done && !out.error.empty() ? 1 : 0;
     not_started += out.done ? 0 : 1;
   }
   // The rate counts the images that came out: a failed one is usually a file refused from
   // its header, far faster than a processed one, and would inflate it.
-  const double secs = (end_us - start_us) / 1e6;
+  const double secs = totals.secs;
   std::printf("cuawait-images: %s in %.3f s, %.1f images/s (successful ones): %zu ok, %zu failed",
               images(ok + failed).c_str(), secs, secs > 0 ? static_cast<double>(ok) / secs : 0.0,
               ok, failed);
@@ -272,6 +290,9 @@ void print_summary(const batch& b, const options& o, const run_plan& plan, bool 
   std::printf("\n  mode %s, backend %s, %d CPU threads%s%s\n", o.mode.c_str(),
               cuda ? ("cuda (" + device + ")").c_str() : "cpu", b.config().threads,
               b.concurrency_note().empty() ? "" : "; ", b.concurrency_note().c_str());
+  if (!totals.spread_note.empty()) {
+    std::printf("  %s\n", totals.spread_note.c_str());
+  }
   print_timed_region(b, cuda, setup);
   const utilisation u = b.log().measure(start_us, end_us);
   if (cuda && u.wall_us > 0) {
@@ -314,6 +335,124 @@ void run_mode(batch& b, const options& o, gpu_backend* gpu) {
   }
 }
 
+// --- a run spread over several processes (see rank_group) ---------------------------------
+
+double system_clock_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// `path` as rank `rank` writes it: rank 0 keeps it, the others insert ".rank<N>" before the
+// extension (trace.json, trace.rank1.json, ...), so that no two processes write one file.
+std::string rank_path(const std::string& path, int rank) {
+  if (rank == 0 || path.empty()) {
+    return path;
+  }
+  const std::filesystem::path p(path);
+  return (p.parent_path() /
+          (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string()))
+      .string();
+}
+
+// Writes the trace and the timeline asked for, as rank `rank` names them.
+void write_trace_and_timeline(const options& o, const trace_log& log, const std::vector<job>& jobs,
+                              int rank, bool cuda, const std::string& device, int threads,
+                              double start_us, double end_us) {
+  if (!o.trace.empty()) {
+    write_file_atomic(rank_path(o.trace, rank), chrome_trace_json(log));
+  }
+  if (!o.timeline.empty()) {
+    timeline_options t;
+    t.title = "cuawait-images --mode=" + o.mode + " --backend=" + (cuda ? "cuda" : "cpu") + ", " +
+              std::to_string(threads) + " CPU threads" + (cuda ? ", " + device : std::string());
+    for (const job& j : jobs) {
+      t.image_names.push_back(j.name);
+    }
+    t.start_us = start_us;
+    t.end_us = end_us;
+    t.axis_ms = o.timeline_ms;
+    write_file_atomic(rank_path(o.timeline, rank), timeline_svg(log, t));
+  }
+}
+
+// The more serious of two exit codes: interrupted, then usage, then some failed, then ok.
+int worse(int a, int b) { return std::max(a, b); }
+
+// Sends this rank's report to rank 0; rank 0 gets every rank's (its own first), the others
+// nothing.
+std::vector<rank_report> exchange(rank_group& group, const rank_report& mine) {
+  std::vector<rank_report> all;
+  for (const std::string& text : group.gather(encode_report(mine))) {
+    all.push_back(decode_report(text));
+  }
+  return all;
+}
+
+// Rank 0: names every other rank that failed as a whole; returns the worst of their exit
+// codes and `code`.
+int report_failed_ranks(const std::vector<rank_report>& reports, int code) {
+  for (std::size_t r = 1; r < reports.size(); ++r) {
+    if (!reports[r].fatal.empty()) {
+      say("rank " + std::to_string(r) + " failed: " + reports[r].fatal);
+    }
+    code = worse(code, reports[r].code);
+  }
+  return code;
+}
+
+// A rank that stops before its images (or instead of them) still takes part in the
+// exchange, so that no rank waits for it; rank 0 then names the others that failed too.
+int give_up(rank_group* group, int code, const std::string& why) {
+  if (group == nullptr) {
+    return code;
+  }
+  rank_report mine;
+  mine.code = code;
+  mine.fatal = why;
+  try {
+    const std::vector<rank_report> all = exchange(*group, mine);
+    return group->rank() == 0 ? report_failed_ranks(all, code) : code;
+  } catch (const std::exception& e) {
+    say(e.what());
+    return worse(code, exit_usage);
+  }
+}
+
+// Rank 0: the whole run from every rank's report, the outcomes by position in the jobs run
+// now.
+struct merged_run {
+  std::vector<job_outcome> outcomes;
+  double secs = 0;
+  std::string note;
+};
+
+merged_run merge_reports(const std::vector<rank_report>& reports, std::size_t todo_count) {
+  merged_run m;
+  m.outcomes.resize(todo_count);
+  double first = std::numeric_limits<double>::max();
+  double last = std::numeric_limits<double>::lowest();
+  std::string per_rank;
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    for (const auto& [t, outcome] : reports[r].outcomes) {
+      if (t < todo_count) {
+        m.outcomes[t] = outcome;
+      }
+    }
+    if (reports[r].images > 0) {
+      first = std::min(first, reports[r].wall_start_us);
+      last = std::max(last, reports[r].wall_end_us);
+    }
+    per_rank += (r == 0 ? "" : ", ") + std::to_string(reports[r].images);
+  }
+  m.secs = last > first ? (last - first) / 1e6 : 0.0;
+  m.note = "spread over " + std::to_string(reports.size()) +
+           " processes (MPI), the images split round-robin: " + per_rank +
+           "; the time is the whole run's, from the first rank's start to the last one's "
+           "end; the lines below are rank 0's";
+  return m;
+}
+
 } // namespace
 
 std::atomic<bool>& stop_flag() noexcept { return g_stop; }
@@ -323,7 +462,12 @@ void install_stop_handlers() noexcept {
   std::signal(SIGTERM, on_stop_signal);
 }
 
-int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
+int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group* group) {
+  if (group != nullptr && group->size() <= 1) {
+    group = nullptr;
+  }
+  const int rank = group != nullptr ? group->rank() : 0;
+  g_tag = rank == 0 ? "cuawait-images" : "cuawait-images: rank " + std::to_string(rank);
   CLI::App app{"cuawait-images: a concurrent batch image pipeline (blur, Sobel, histogram of "
                "oriented gradients, edge images)",
                "cuawait-images"};
@@ -333,30 +477,32 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) { // --help
-      return app.exit(e) == 0 ? exit_ok : exit_usage;
+      if (rank != 0) {
+        return give_up(group, exit_ok, "");
+      }
+      return give_up(group, app.exit(e) == 0 ? exit_ok : exit_usage, "");
     }
-    std::fprintf(stderr, "cuawait-images: %s\nRun with --help for more information.\n", e.what());
-    return exit_usage;
+    say(std::string(e.what()) + "\nRun with --help for more information.");
+    return give_up(group, exit_usage, e.what());
   }
   const auto size = parse_size(o.size);
   if (!size) {
-    std::fprintf(stderr, "cuawait-images: --size: expected N or WxH (1..16384), got '%s'\n",
-                 o.size.c_str());
-    return exit_usage;
+    say("--size: expected N or WxH (1..16384), got '" + o.size + "'");
+    return give_up(group, exit_usage, "bad --size");
   }
   if (!o.inputs.empty() && (app.count("--count") > 0 || app.count("--size") > 0)) {
-    std::fprintf(stderr, "cuawait-images: --count and --size apply to the synthetic batch only\n");
-    return exit_usage;
+    say("--count and --size apply to the synthetic batch only");
+    return give_up(group, exit_usage, "--count or --size with inputs");
   }
   // The ceiling has no GPU stage: it runs on the CPU whatever the backend.
   const std::optional<bool> cuda =
       o.mode == "ceiling" ? std::optional<bool>(false) : choose_cuda(o.backend, gpu);
   if (!cuda) {
-    return exit_usage;
+    return give_up(group, exit_usage, "no usable GPU for --backend=cuda");
   }
   const std::optional<bool> gpu_decode = choose_gpu_decode(o, *cuda ? gpu : nullptr);
   if (!gpu_decode) {
-    return exit_usage;
+    return give_up(group, exit_usage, "--decode=gpu cannot be served");
   }
   batch_config cfg;
   cfg.threads = o.threads > 0 ? o.threads
@@ -376,25 +522,39 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
   cfg.gpu_decode = *gpu_decode;
   cfg.devices = o.devices;
 
-  const std::vector<job> all =
-      o.inputs.empty() ? synthetic_jobs(o.count)
-                       : collect_jobs(o.inputs, {o.recursive, std::filesystem::path(o.output)});
-  if (all.empty()) {
-    std::fprintf(stderr, "cuawait-images: no images found in the inputs\n");
-    return exit_usage;
-  }
+  // Every rank lists the whole batch and plans the whole run, so that names, output stems
+  // and the features file are those of a single-process run; then it takes its share.
+  std::vector<job> all;
   run_plan plan;
   try {
+    all = o.inputs.empty() ? synthetic_jobs(o.count)
+                           : collect_jobs(o.inputs, {o.recursive, std::filesystem::path(o.output)});
+    if (all.empty()) {
+      say("no images found in the inputs");
+      return give_up(group, exit_usage, "no images found in the inputs");
+    }
     check_outputs(cfg.out_dir, all, cfg.format);
     plan = plan_run(all, cfg, o.skip_existing, o.limit);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
-    return exit_usage;
+    say(e.what());
+    return give_up(group, exit_usage, e.what());
   }
-  const std::vector<job>& jobs = plan.todo;
+  std::vector<std::size_t> share; // positions in plan.todo this process runs
+  std::vector<job> mine;
+  if (group != nullptr) {
+    share = share_of(plan.todo.size(), rank, group->size());
+    for (const std::size_t t : share) {
+      mine.push_back(plan.todo[t]);
+    }
+  }
+  const std::vector<job>& jobs = group != nullptr ? mine : plan.todo;
 
   trace_log log;
-  progress_reporter progress(static_cast<int>(jobs.size()), style_of(o));
+  // In a spread run only rank 0 shows progress, and the failed images are printed by rank 0
+  // at the end, in input order, as a single process prints them.
+  progress_reporter progress(static_cast<int>(jobs.size()),
+                             rank == 0 ? style_of(o) : progress_style::quiet, stderr,
+                             group == nullptr);
   batch b(cfg, jobs, log, progress, g_stop);
   const std::string device = *cuda ? gpu->device_name() : std::string();
   // Untimed: the synthetic inputs (they stand for files already on disk) and the CUDA
@@ -405,9 +565,8 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     b.prepare_inputs();
     if (g_stop.load()) {
       // Stopped before any image started: nothing to write, and nothing is.
-      std::fprintf(stderr, "cuawait-images: interrupted before the first image; nothing "
-                           "written\n");
-      return exit_interrupted;
+      say("interrupted before the first image; nothing written");
+      return give_up(group, exit_interrupted, "interrupted before the first image");
     }
     if (*cuda && !jobs.empty()) {
       const double t = log.now_us();
@@ -420,47 +579,74 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu) {
     }
   } catch (const std::exception& e) {
     progress.finish();
-    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
-    return exit_usage;
+    say(e.what());
+    return give_up(group, exit_usage, e.what());
   }
   const double end_us = log.now_us();
+  const double wall_end_us = system_clock_us();
   progress.finish();
   // The timed region starts when the mode has finished its setup (see batch::start_clock).
   const double start_us = b.clock_start_us() >= 0 ? b.clock_start_us() : before_run;
   setup.mode_us = start_us - before_run;
 
   int status = exit_ok;
+  // Each process writes its own trace and timeline (ranks other than 0 under a name of
+  // their own), before the exchange, so that a failure is in its report.
+  std::string trace_error;
   try {
-    if (cfg.write) {
-      write_features(b, plan, all.size());
-    }
-    std::vector<std::string> names;
-    for (const job& j : jobs) {
-      names.push_back(j.name);
-    }
-    if (!o.trace.empty()) {
-      write_file_atomic(o.trace, chrome_trace_json(log));
-    }
-    if (!o.timeline.empty()) {
-      timeline_options t;
-      t.title = "cuawait-images --mode=" + o.mode + " --backend=" + (*cuda ? "cuda" : "cpu") +
-                ", " + std::to_string(cfg.threads) + " CPU threads" +
-                (*cuda ? ", " + device : std::string());
-      t.image_names = names;
-      t.start_us = start_us;
-      t.end_us = end_us;
-      t.axis_ms = o.timeline_ms;
-      write_file_atomic(o.timeline, timeline_svg(log, t));
-    }
+    write_trace_and_timeline(o, log, jobs, rank, *cuda, device, cfg.threads, start_us, end_us);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cuawait-images: %s\n", e.what());
+    say(e.what());
+    trace_error = e.what();
     status = exit_some_failed;
   }
-  print_summary(b, o, plan, *cuda, device, start_us, end_us, setup);
-  std::fflush(stdout);
-  for (const job_outcome& out : b.outcomes()) {
+  run_totals totals{&b.outcomes(), (end_us - start_us) / 1e6, {}};
+  merged_run merged;
+  if (group != nullptr) {
+    rank_report report;
+    report.fatal = trace_error;
+    report.images = jobs.size();
+    report.wall_start_us = wall_end_us - (end_us - start_us);
+    report.wall_end_us = wall_end_us;
+    for (std::size_t k = 0; k < share.size(); ++k) {
+      report.outcomes.emplace_back(share[k], b.outcomes()[k]);
+      status = b.outcomes()[k].done && !b.outcomes()[k].error.empty() ? exit_some_failed : status;
+    }
+    report.code = g_stop.load() ? exit_interrupted : status;
+    std::vector<rank_report> reports;
+    try {
+      reports = exchange(*group, report);
+    } catch (const std::exception& e) {
+      say(e.what());
+      return worse(report.code, exit_usage);
+    }
+    if (rank == 0) {
+      merged = merge_reports(reports, plan.todo.size());
+      status = report_failed_ranks(reports, status);
+      totals = {&merged.outcomes, merged.secs, merged.note};
+      for (std::size_t t = 0; t < merged.outcomes.size(); ++t) {
+        if (merged.outcomes[t].done && !merged.outcomes[t].error.empty()) {
+          std::fprintf(stderr, "cuawait-images: %s: %s\n", plan.todo[t].name.c_str(),
+                       merged.outcomes[t].error.c_str());
+        }
+      }
+    }
+  }
+  try {
+    if (cfg.write && rank == 0) {
+      write_features(b, plan, all.size(), *totals.outcomes);
+    }
+  } catch (const std::exception& e) {
+    say(e.what());
+    status = worse(status, exit_some_failed);
+  }
+  if (rank == 0) {
+    print_summary(b, o, plan, *cuda, device, start_us, end_us, setup, totals);
+    std::fflush(stdout);
+  }
+  for (const job_outcome& out : *totals.outcomes) {
     if (out.done && !out.error.empty()) {
-      status = exit_some_failed;
+      status = worse(status, exit_some_failed);
     }
   }
   return g_stop.load() ? exit_interrupted : status;

@@ -5,8 +5,10 @@
 
 namespace cuawait::images {
 
-progress_reporter::progress_reporter(int total, progress_style style, std::FILE* out)
-    : m_total(total), m_style(style), m_out(out), m_start(std::chrono::steady_clock::now()) {}
+progress_reporter::progress_reporter(int total, progress_style style, std::FILE* out,
+                                     bool print_failures)
+    : m_total(total), m_style(style), m_out(out), m_print_failures(print_failures),
+      m_start(std::chrono::steady_clock::now()) {}
 
 progress_style progress_reporter::detect(std::FILE* out) {
   return ::isatty(::fileno(out)) != 0 ? progress_style::bar : progress_style::lines;
@@ -15,7 +17,9 @@ progress_style progress_reporter::detect(std::FILE* out) {
 void progress_reporter::image_done(const std::string& name, const std::string& error) {
   const std::lock_guard lock(m_mutex);
   ++m_done;
-  if (!error.empty()) {
+  if (!error.empty() && !m_print_failures) {
+    ++m_failed;
+  } else if (!error.empty()) {
     ++m_failed;
     clear_bar();
     std::fprintf(m_out, "cuawait-images: %s: %s\n", name.c_str(), error.c_str());

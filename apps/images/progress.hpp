@@ -18,8 +18,10 @@ enum class progress_style : std::uint8_t { bar, lines, quiet };
 //! Thread-safe progress reporter writing to a FILE (stderr by default).
 class progress_reporter {
 public:
-  //! `total` images will be reported.
-  progress_reporter(int total, progress_style style, std::FILE* out = stderr);
+  //! `total` images will be reported. With `print_failures` false, failed images are
+  //! counted but not printed (a rank of a spread run: rank 0 prints them all at the end).
+  progress_reporter(int total, progress_style style, std::FILE* out = stderr,
+                    bool print_failures = true);
 
   //! Reports one image done. `error` empty means success; otherwise one line
   //! "cuawait-images: NAME: ERROR" is printed whatever the style. The bar is redrawn at
@@ -45,6 +47,7 @@ private:
   int m_failed = 0;
   progress_style m_style;
   std::FILE* m_out;
+  bool m_print_failures;
   std::chrono::steady_clock::time_point m_start;
   std::chrono::steady_clock::time_point m_last_draw{};
   std::mutex m_mutex;
