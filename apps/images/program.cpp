@@ -29,9 +29,17 @@ std::atomic<bool> g_stop{false};
 // How this process names itself in its messages: "cuawait-images", or on a rank other than
 // 0 of a spread run "cuawait-images: rank N".
 std::string g_tag = "cuawait-images";
+// On a rank other than 0 of a spread run, until the run is planned: messages are kept, not
+// printed. Every rank meets the argument errors alike; rank 0 prints them once, and names
+// another rank only when its reason differs.
+bool g_hold = false;
+std::string g_last_message; // the last message said, for the rank's report
 
 void say(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", g_tag.c_str(), message.c_str());
+  g_last_message = message;
+  if (!g_hold) {
+    std::fprintf(stderr, "%s: %s\n", g_tag.c_str(), message.c_str());
+  }
 }
 
 constexpr const char* ceiling_note =
@@ -389,11 +397,11 @@ std::vector<rank_report> exchange(rank_group& group, const rank_report& mine) {
   return all;
 }
 
-// Rank 0: names every other rank that failed as a whole; returns the worst of their exit
-// codes and `code`.
-int report_failed_ranks(const std::vector<rank_report>& reports, int code) {
+// Rank 0: names every other rank that failed as a whole, unless for rank 0's own reason
+// `own` (said already); returns the worst of their exit codes and `code`.
+int report_failed_ranks(const std::vector<rank_report>& reports, int code, const std::string& own) {
   for (std::size_t r = 1; r < reports.size(); ++r) {
-    if (!reports[r].fatal.empty()) {
+    if (!reports[r].fatal.empty() && reports[r].fatal != own) {
       say("rank " + std::to_string(r) + " failed: " + reports[r].fatal);
     }
     code = worse(code, reports[r].code);
@@ -403,16 +411,17 @@ int report_failed_ranks(const std::vector<rank_report>& reports, int code) {
 
 // A rank that stops before its images (or instead of them) still takes part in the
 // exchange, so that no rank waits for it; rank 0 then names the others that failed too.
-int give_up(rank_group* group, int code, const std::string& why) {
+// Its reason is the last message it said.
+int give_up(rank_group* group, int code) {
   if (group == nullptr) {
     return code;
   }
   rank_report mine;
   mine.code = code;
-  mine.fatal = why;
+  mine.fatal = code == exit_ok ? std::string() : g_last_message;
   try {
     const std::vector<rank_report> all = exchange(*group, mine);
-    return group->rank() == 0 ? report_failed_ranks(all, code) : code;
+    return group->rank() == 0 ? report_failed_ranks(all, code, mine.fatal) : code;
   } catch (const std::exception& e) {
     say(e.what());
     return worse(code, exit_usage);
@@ -468,6 +477,8 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
   }
   const int rank = group != nullptr ? group->rank() : 0;
   g_tag = rank == 0 ? "cuawait-images" : "cuawait-images: rank " + std::to_string(rank);
+  g_hold = rank != 0;
+  g_last_message.clear();
   CLI::App app{"cuawait-images: a concurrent batch image pipeline (blur, Sobel, histogram of "
                "oriented gradients, edge images)",
                "cuawait-images"};
@@ -478,31 +489,34 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) { // --help
       if (rank != 0) {
-        return give_up(group, exit_ok, "");
+        return give_up(group, exit_ok);
       }
-      return give_up(group, app.exit(e) == 0 ? exit_ok : exit_usage, "");
+      return give_up(group, app.exit(e) == 0 ? exit_ok : exit_usage);
     }
-    say(std::string(e.what()) + "\nRun with --help for more information.");
-    return give_up(group, exit_usage, e.what());
+    say(e.what());
+    if (!g_hold) {
+      std::fprintf(stderr, "Run with --help for more information.\n");
+    }
+    return give_up(group, exit_usage);
   }
   const auto size = parse_size(o.size);
   if (!size) {
     say("--size: expected N or WxH (1..16384), got '" + o.size + "'");
-    return give_up(group, exit_usage, "bad --size");
+    return give_up(group, exit_usage);
   }
   if (!o.inputs.empty() && (app.count("--count") > 0 || app.count("--size") > 0)) {
     say("--count and --size apply to the synthetic batch only");
-    return give_up(group, exit_usage, "--count or --size with inputs");
+    return give_up(group, exit_usage);
   }
   // The ceiling has no GPU stage: it runs on the CPU whatever the backend.
   const std::optional<bool> cuda =
       o.mode == "ceiling" ? std::optional<bool>(false) : choose_cuda(o.backend, gpu);
   if (!cuda) {
-    return give_up(group, exit_usage, "no usable GPU for --backend=cuda");
+    return give_up(group, exit_usage);
   }
   const std::optional<bool> gpu_decode = choose_gpu_decode(o, *cuda ? gpu : nullptr);
   if (!gpu_decode) {
-    return give_up(group, exit_usage, "--decode=gpu cannot be served");
+    return give_up(group, exit_usage);
   }
   batch_config cfg;
   cfg.threads = o.threads > 0 ? o.threads
@@ -531,14 +545,15 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
                            : collect_jobs(o.inputs, {o.recursive, std::filesystem::path(o.output)});
     if (all.empty()) {
       say("no images found in the inputs");
-      return give_up(group, exit_usage, "no images found in the inputs");
+      return give_up(group, exit_usage);
     }
     check_outputs(cfg.out_dir, all, cfg.format);
     plan = plan_run(all, cfg, o.skip_existing, o.limit);
   } catch (const std::exception& e) {
     say(e.what());
-    return give_up(group, exit_usage, e.what());
+    return give_up(group, exit_usage);
   }
+  g_hold = false;
   std::vector<std::size_t> share; // positions in plan.todo this process runs
   std::vector<job> mine;
   if (group != nullptr) {
@@ -566,7 +581,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
     if (g_stop.load()) {
       // Stopped before any image started: nothing to write, and nothing is.
       say("interrupted before the first image; nothing written");
-      return give_up(group, exit_interrupted, "interrupted before the first image");
+      return give_up(group, exit_interrupted);
     }
     if (*cuda && !jobs.empty()) {
       const double t = log.now_us();
@@ -580,7 +595,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
   } catch (const std::exception& e) {
     progress.finish();
     say(e.what());
-    return give_up(group, exit_usage, e.what());
+    return give_up(group, exit_usage);
   }
   const double end_us = log.now_us();
   const double wall_end_us = system_clock_us();
@@ -622,7 +637,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
     }
     if (rank == 0) {
       merged = merge_reports(reports, plan.todo.size());
-      status = report_failed_ranks(reports, status);
+      status = report_failed_ranks(reports, status, trace_error);
       totals = {&merged.outcomes, merged.secs, merged.note};
       for (std::size_t t = 0; t < merged.outcomes.size(); ++t) {
         if (merged.outcomes[t].done && !merged.outcomes[t].error.empty()) {
