@@ -93,6 +93,20 @@ task<void> job_mapped(const mode_context& ctx, cc::stream_ref s, float* host, fl
   ctx.work.post(job, host);
 }
 
+//! One job in the given style.
+task<void> run_job(const mode_context& ctx, style st, cc::stream_ref s, float* host,
+                   float* host_on_dev, float* dev, std::int64_t job) {
+  switch (st) {
+  case style::per_op:
+    return job_per_op(ctx, s, host, dev, job);
+  case style::batched:
+    return job_batched(ctx, s, host, dev, job);
+  case style::mapped:
+    break;
+  }
+  return job_mapped(ctx, s, host, host_on_dev, dev, job);
+}
+
 //! One pipeline: takes jobs until none is left, each on a leased stream.
 task<void> pipeline(shared_state& sh, style st, float* host, float* host_on_dev, float* dev) {
   if (sh.pool != nullptr) {
@@ -105,17 +119,7 @@ task<void> pipeline(shared_state& sh, style st, float* host, float* host_on_dev,
         co_return;
       }
       const cc::stream_lease s = co_await sh.streams.acquire();
-      switch (st) {
-      case style::per_op:
-        co_await job_per_op(sh.ctx, s, host, dev, job);
-        break;
-      case style::batched:
-        co_await job_batched(sh.ctx, s, host, dev, job);
-        break;
-      case style::mapped:
-        co_await job_mapped(sh.ctx, s, host, host_on_dev, dev, job);
-        break;
-      }
+      co_await run_job(sh.ctx, st, s, host, host_on_dev, dev, job);
     }
   } catch (...) {
     sh.failed = true; // the other pipelines stop taking jobs
@@ -151,17 +155,7 @@ task<void> pipeline_on_devices(devices_state& sh, style st, std::size_t slot, fl
       const cc::device_lease d = sh.scheduler.acquire(); // its device current here
       const cc::stream_lease s = co_await d.acquire_stream();
       float* dev = sh.dev[d.index()] + slot * n;
-      switch (st) {
-      case style::per_op:
-        co_await job_per_op(sh.ctx, s, host, dev, job);
-        break;
-      case style::batched:
-        co_await job_batched(sh.ctx, s, host, dev, job);
-        break;
-      case style::mapped:
-        co_await job_mapped(sh.ctx, s, host, host_on_dev, dev, job);
-        break;
-      }
+      co_await run_job(sh.ctx, st, s, host, host_on_dev, dev, job);
     }
   } catch (...) {
     sh.failed = true;
