@@ -33,6 +33,8 @@ __global__ void check(cudaGraphConditionalHandle h, const volatile int* closed) 
 
 __global__ void body(int* out) { *out = 1; }
 
+__global__ void count(int* out, int add) { atomicAdd(out, add); }
+
 double since(clk::time_point t0) {
   return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
 }
@@ -181,7 +183,7 @@ int main() {
     const auto t0 = clk::now();
     for (int i = 0; i < 20; ++i) {
       const auto t1 = clk::now();
-      (void)g.launch(body, dim3(1), dim3(1), dev + 3);
+      (void)g.launch(count, dim3(1), dim3(1), dev + 3, i + 1);
       if (since(t1) > 500) {
         std::printf("  gate.launch %d: %.1f us\n", i, since(t1));
       }
@@ -190,6 +192,25 @@ int main() {
     reinterpret_cast<volatile int*>(host)[0] = 1;
     cs.sync();
     std::printf("  held kernel outcome %d (1: released by the host, 2: timed out)\n",
+                reinterpret_cast<volatile int*>(host)[1]);
+    std::printf("  bodies' sum %d (210: every unit ran with its own argument); ran %u, skipped "
+                "%u, instantiated %llu, updated %llu\n",
+                reinterpret_cast<volatile int*>(host)[3], g.ran(), g.skipped(),
+                static_cast<unsigned long long>(g.instantiated()),
+                static_cast<unsigned long long>(g.updated()));
+    // Closed behind a held kernel: the queued units are skipped.
+    std::memset(host, 0, 4 * sizeof(int));
+    (void)cs.launch(spin, dim3(1), dim3(1), static_cast<const volatile int*>(dev), dev + 1);
+    const unsigned ran0 = g.ran();
+    for (int i = 0; i < 20; ++i) {
+      (void)g.launch(count, dim3(1), dim3(1), dev + 3, i + 1);
+    }
+    g.close();
+    reinterpret_cast<volatile int*>(host)[0] = 1;
+    cs.sync();
+    std::printf("gate probe: 20 units closed behind a held kernel: bodies' sum %d (0 expected), "
+                "ran %u more, skipped %u, held kernel outcome %d\n",
+                reinterpret_cast<volatile int*>(host)[3], g.ran() - ran0, g.skipped(),
                 reinterpret_cast<volatile int*>(host)[1]);
   }
   (void)cudaStreamDestroy(s);

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <stop_token>
 #include <vector>
@@ -52,6 +53,36 @@ TEST_F(GateTest, AnOpenGateRunsEveryUnit) {
   EXPECT_EQ(g.ran(), 8U);
   EXPECT_EQ(g.skipped(), 0U);
   EXPECT_FALSE(g.closed());
+  // Units of one shape share one executable graph, updated for each (the cheap path).
+  EXPECT_EQ(g.instantiated(), 1U);
+  EXPECT_EQ(g.updated(), 7U);
+}
+
+// Units of many shapes (more than a gate keeps instantiated) each run their own work, with
+// their own arguments, in order; graphs dropped from the cache are destroyed safely.
+TEST_F(GateTest, UnitsOfManyShapesEachRunTheirOwnWork) {
+  cu::stream s;
+  constexpr int shapes = 6;
+  constexpr int rounds = 3;
+  outputs out(shapes * rounds * shapes);
+  cu::gate g(s);
+  int slot = 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (int k = 0; k < shapes; ++k) {
+      (void)g.run([&](cu::stream_ref gs) {
+        for (int j = 0; j <= k; ++j) { // shape k: k + 1 kernels
+          (void)gs.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), slot++);
+        }
+      });
+    }
+  }
+  s.sync();
+  for (int i = 0; i < slot; ++i) {
+    EXPECT_EQ(out.at(i), 1) << "kernel " << i;
+  }
+  EXPECT_EQ(g.ran(), static_cast<unsigned>(shapes * rounds));
+  EXPECT_EQ(g.instantiated() + g.updated(), static_cast<std::uint64_t>(shapes * rounds));
+  EXPECT_GE(g.instantiated(), static_cast<std::uint64_t>(shapes));
 }
 
 // The queue is held behind a spinning kernel; the stop comes before the GPU reaches any

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! Opt-in and per unit: plain stream operations are never gated and cost nothing more.
-//! A gated unit costs host time to build and instantiate its graph (see
+//! A gated unit costs host time to capture its body and update a graph (see
 //! `bench/cuda/cancel_bench.cu` for the figure on the test machine), so gate units of real
 //! work (a kernel of a millisecond, a pipeline step), not each of many tiny operations:
 //! `run` puts several operations behind one check. What a unit may contain is what CUDA
@@ -38,6 +38,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <source_location>
@@ -57,41 +58,42 @@ struct gate_words {
   unsigned skipped; //!< units the check skipped (written by the GPU)
 };
 
-//! A unit under construction: its graph, with the stream capturing into the IF node's body.
-struct gate_unit {
-  cudaGraph_t graph = nullptr;
-};
-
-//! Builds the check and the IF node, and starts capturing `s` into the body.
-//! @throws cuda_error
-[[nodiscard]] gate_unit gate_begin(cudaStream_t s, gate_words* device_words,
-                                   const std::source_location& where);
-//! A launched unit's executable graph and the event recorded behind it. CUDA's
-//! `cudaGraphExecDestroy` waits for a launch still in flight, so a unit's graph is destroyed
-//! only once its event has completed: by a later unit of the same gate, or behind the
-//! stream's work on the device context's release thread when the gate goes.
-struct gate_launched {
-  cudaGraphExec_t exec = nullptr;
-  cudaEvent_t done = nullptr;
-};
-
-//! The units of one gate still in flight (in launch order) and events to reuse.
-struct gate_in_flight {
-  std::vector<gate_launched> launched;
-  std::vector<cudaEvent_t> spare_events;
-  //! Destroys the graphs of the units that have finished; never waits.
+//! A gate's graphs: one template, [check] -> IF { body }, whose body is emptied and
+//! captured again for each unit, and the executable graphs made from it. A unit updates the
+//! most recently used executable graph whose shape matches (`cudaGraphExecUpdate`, which
+//! leaves launches already queued untouched) and relaunches it, so a gate instantiates a
+//! graph only when a unit's shape is new to it. Instantiating while earlier launches are
+//! queued may wait for the device, and `cudaGraphExecDestroy` waits for the graph's launches:
+//! an executable graph dropped from the cache is destroyed only once an event recorded after
+//! its last launch has completed, and the rest go behind the stream's work when the gate goes.
+struct gate_graphs {
+  static constexpr std::size_t max_execs = 4; //!< unit shapes kept instantiated per gate
+  cudaGraph_t graph = nullptr;                //!< the template
+  cudaGraph_t body = nullptr;                 //!< its IF node's body
+  std::vector<cudaGraphExec_t> execs;         //!< most recently used first
+  struct retired {
+    cudaGraphExec_t exec;
+    cudaEvent_t done;
+  };
+  std::vector<retired> dropped; //!< dropped from `execs`, waiting for their last launch
+  std::uint64_t instantiated = 0; //!< graphs instantiated (the rest were updates)
+  std::uint64_t updated = 0;
+  //! Destroys the dropped graphs whose last launch has finished; never waits.
   void reap() noexcept;
-  //! Destroys everything; waits for the units still in flight (the release thread's job).
+  //! Destroys everything; waits for launches still in flight (the release thread's job).
   void destroy_all() noexcept;
 };
 
-//! Ends the capture, instantiates the unit and launches it on `s`; the launched graph joins
-//! `flight`.
+//! Builds the template the first time, empties its body otherwise, and starts capturing
+//! `s` into the body.
+//! @throws cuda_error
+void gate_begin(cudaStream_t s, gate_graphs& g, gate_words* device_words,
+                const std::source_location& where);
+//! Ends the capture, updates (or instantiates) an executable graph and launches it on `s`.
 //! @throws cuda_error (nothing is launched then)
-void gate_end(gate_unit& u, cudaStream_t s, gate_in_flight& flight,
-              const std::source_location& where);
-//! Ends the capture and drops the unit (after `f` threw).
-void gate_abort(gate_unit& u, cudaStream_t s) noexcept;
+void gate_end(cudaStream_t s, gate_graphs& g, const std::source_location& where);
+//! Ends the capture after `f` threw; the body is emptied by the next unit.
+void gate_abort(cudaStream_t s) noexcept;
 
 //! Sets the closed word (the stop callback).
 struct gate_closer {
@@ -125,14 +127,14 @@ public:
   template <class F>
   requires std::is_invocable_v<F&, stream_ref>
       operation run(F&& f, std::source_location where = std::source_location::current()) {
-    detail::gate_unit u = detail::gate_begin(m_stream.get(), m_device_words, where);
+    detail::gate_begin(m_stream.get(), *m_graphs, m_device_words, where);
     try {
       f(m_stream);
     } catch (...) {
-      detail::gate_abort(u, m_stream.get());
+      detail::gate_abort(m_stream.get());
       throw;
     }
-    detail::gate_end(u, m_stream.get(), *m_flight, where);
+    detail::gate_end(m_stream.get(), *m_graphs, where);
     return {m_stream.get(), "gated work", where};
   }
 
@@ -162,6 +164,9 @@ public:
   //! `co_await s.drain()`).
   [[nodiscard]] std::uint32_t ran() const noexcept;
   [[nodiscard]] std::uint32_t skipped() const noexcept;
+  //! Units that instantiated a graph / updated one in place (host side, exact).
+  [[nodiscard]] std::uint64_t instantiated() const noexcept { return m_graphs->instantiated; }
+  [[nodiscard]] std::uint64_t updated() const noexcept { return m_graphs->updated; }
   //! The gate's stream.
   [[nodiscard]] stream_ref stream() const noexcept { return m_stream; }
 
@@ -171,7 +176,7 @@ private:
   pinned_pool::block m_block;
   detail::gate_words* m_words;        // host view
   detail::gate_words* m_device_words; // the same memory, for the check kernel
-  detail::gate_in_flight* m_flight;   // owned; handed to the release thread by ~gate
+  detail::gate_graphs* m_graphs;      // owned; handed to the release thread by ~gate
   std::optional<std::stop_callback<detail::gate_closer>> m_on_stop;
 };
 
