@@ -6,8 +6,10 @@
 
 #include "cuawait/cuda/detail/deferred_release.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -43,63 +45,155 @@ cudaError_t add_node(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t*
 
 } // namespace
 
-void gate_begin(cudaStream_t s, gate_graphs& g, gate_words* device_words,
-                const std::source_location& where) {
-  if (g.graph == nullptr) {
-    cudaGraph_t graph = nullptr;
-    fail(cudaGraphCreate(&graph, 0), "cudaGraphCreate", where);
-    try {
-      cudaGraphConditionalHandle h{};
-      fail(cudaGraphConditionalHandleCreate(&h, graph, 0, cudaGraphCondAssignDefault),
-           "cudaGraphConditionalHandleCreate", where);
-      void* args[] = {&h, &device_words};
-      cudaKernelNodeParams kp{};
-      kp.func = reinterpret_cast<void*>(&gate_check);
-      kp.gridDim = dim3(1);
-      kp.blockDim = dim3(1);
-      kp.kernelParams = args;
-      cudaGraphNode_t check_node = nullptr;
-      fail(cudaGraphAddKernelNode(&check_node, graph, nullptr, 0, &kp), "cudaGraphAddKernelNode",
-           where);
-      cudaGraphNodeParams cp{};
-      cp.type = cudaGraphNodeTypeConditional;
-      cp.conditional.handle = h;
-      cp.conditional.type = cudaGraphCondTypeIf;
-      cp.conditional.size = 1;
-      cudaGraphNode_t if_node = nullptr;
-      fail(add_node(&if_node, graph, &check_node, 1, &cp), "cudaGraphAddNode (conditional)",
-           where);
-      g.body = cp.conditional.phGraph_out[0];
-    } catch (...) {
-      (void)try_check(cudaGraphDestroy(graph));
-      throw;
-    }
-    g.graph = graph;
-  } else {
-    // Empty the body of the previous unit (its executable graphs keep their own copy).
-    std::size_t n = 0;
-    fail(cudaGraphGetNodes(g.body, nullptr, &n), "cudaGraphGetNodes", where);
-    if (n > 0) {
-      std::vector<cudaGraphNode_t> nodes(n);
-      fail(cudaGraphGetNodes(g.body, nodes.data(), &n), "cudaGraphGetNodes", where);
-      for (std::size_t i = 0; i < n; ++i) {
-        fail(cudaGraphDestroyNode(nodes[i]), "cudaGraphDestroyNode", where);
-      }
-    }
+void gate_begin(cudaStream_t s, gate_graphs& g, const std::source_location& where) {
+  fail(cudaGraphCreate(&g.unit, 0), "cudaGraphCreate", where);
+  const cudaError_t e = cudaStreamBeginCaptureToGraph(s, g.unit, nullptr, nullptr, 0,
+                                                      cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    (void)try_check(cudaGraphDestroy(std::exchange(g.unit, nullptr)));
+    fail(e, "cudaStreamBeginCaptureToGraph", where);
   }
-  fail(cudaStreamBeginCaptureToGraph(s, g.body, nullptr, nullptr, 0,
-                                     cudaStreamCaptureModeThreadLocal),
-       "cudaStreamBeginCaptureToGraph", where);
 }
 
 namespace {
-void destroy_exec(void* x) noexcept {
-  check_noexcept("gated work", cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x)),
-                 "cudaGraphExecDestroy");
+
+void destroy_entry(const gate_graphs::entry& t) noexcept {
+  if (t.exec != nullptr) {
+    check_noexcept("gated work", cudaGraphExecDestroy(t.exec), "cudaGraphExecDestroy");
+  }
+  if (t.graph != nullptr) {
+    check_noexcept("gated work", cudaGraphDestroy(t.graph), "cudaGraphDestroy");
+  }
 }
-void destroy_event(void* e) noexcept {
-  (void)try_check(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
+
+void destroy_retired(void* p) noexcept {
+  auto* r = static_cast<gate_graphs::retired*>(p);
+  destroy_entry(r->e);
+  (void)try_check(cudaEventDestroy(r->done));
+  delete r;
 }
+
+//! Puts `unit` (cloned) as the only node of the template's IF body.
+cudaError_t set_child(gate_graphs::entry& t, cudaGraph_t unit) {
+  if (t.child != nullptr) {
+    const cudaError_t e = cudaGraphDestroyNode(t.child);
+    if (e != cudaSuccess) {
+      return e;
+    }
+    t.child = nullptr;
+  }
+  return cudaGraphAddChildGraphNode(&t.child, t.body, nullptr, 0, unit);
+}
+
+//! A new template around `unit`: [check] -> IF { child(unit) }, not yet instantiated.
+cudaError_t make_template(gate_graphs::entry& t, gate_words* device_words, cudaGraph_t unit,
+                          const char*& api) {
+  api = "cudaGraphCreate";
+  cudaError_t e = cudaGraphCreate(&t.graph, 0);
+  if (e != cudaSuccess) {
+    return e;
+  }
+  cudaGraphConditionalHandle h{};
+  api = "cudaGraphConditionalHandleCreate";
+  e = cudaGraphConditionalHandleCreate(&h, t.graph, 0, cudaGraphCondAssignDefault);
+  cudaGraphNode_t check_node = nullptr;
+  if (e == cudaSuccess) {
+    void* args[] = {&h, &device_words};
+    cudaKernelNodeParams kp{};
+    kp.func = reinterpret_cast<void*>(&gate_check);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    api = "cudaGraphAddKernelNode";
+    e = cudaGraphAddKernelNode(&check_node, t.graph, nullptr, 0, &kp);
+  }
+  if (e == cudaSuccess) {
+    cudaGraphNodeParams cp{};
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = h;
+    cp.conditional.type = cudaGraphCondTypeIf;
+    cp.conditional.size = 1;
+    cudaGraphNode_t if_node = nullptr;
+    api = "cudaGraphAddNode (conditional)";
+    e = add_node(&if_node, t.graph, &check_node, 1, &cp);
+    if (e == cudaSuccess) {
+      t.body = cp.conditional.phGraph_out[0];
+    }
+  }
+  if (e == cudaSuccess) {
+    api = "cudaGraphAddChildGraphNode";
+    e = set_child(t, unit);
+  }
+  return e;
+}
+
+//! An executable graph running `g.unit`: the most recently used template that takes the
+//! update, moved to the front, else a new template.
+cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
+                          const char*& api) {
+  for (std::size_t i = 0; i < g.templates.size(); ++i) {
+    gate_graphs::entry& t = g.templates[i];
+    api = "cudaGraphAddChildGraphNode";
+    cudaError_t e = set_child(t, g.unit);
+    if (e != cudaSuccess) {
+      return e; // what the unit holds is not allowed in a conditional body
+    }
+    cudaGraphExecUpdateResultInfo info{};
+    e = cudaGraphExecUpdate(t.exec, t.graph, &info);
+    if (e == cudaSuccess) {
+      out = t.exec;
+      std::rotate(g.templates.begin(), g.templates.begin() + static_cast<std::ptrdiff_t>(i),
+                  g.templates.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      ++g.updated;
+      return cudaSuccess;
+    }
+    (void)cudaGetLastError(); // another shape: not an error of the unit
+  }
+  gate_graphs::entry t;
+  cudaError_t e = make_template(t, g.device_words, g.unit, api);
+  if (e == cudaSuccess) {
+    api = "cudaGraphInstantiate";
+    e = cudaGraphInstantiate(&t.exec, t.graph, 0);
+  }
+  if (e == cudaSuccess && g.templates.size() >= gate_graphs::max_templates) {
+    // Drop the least recently used template once the stream has passed its launches.
+    auto* r = new (std::nothrow) gate_graphs::retired{g.templates.back(), nullptr};
+    api = "cudaEventCreateWithFlags";
+    e = r == nullptr ? cudaErrorMemoryAllocation
+                     : cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming);
+    if (e == cudaSuccess) {
+      api = "cudaEventRecord";
+      e = cudaEventRecord(r->done, s);
+    }
+    if (e == cudaSuccess) {
+      try {
+        g.dropped.push_back(*r);
+        g.templates.pop_back();
+      } catch (...) {
+        e = cudaErrorMemoryAllocation;
+      }
+    }
+    if (r != nullptr && r->done != nullptr && e != cudaSuccess) {
+      (void)try_check(cudaEventDestroy(r->done));
+    }
+    delete r;
+  }
+  if (e == cudaSuccess) {
+    try {
+      g.templates.insert(g.templates.begin(), t);
+    } catch (...) {
+      e = cudaErrorMemoryAllocation;
+    }
+  }
+  if (e != cudaSuccess) {
+    destroy_entry(t); // never launched
+    return e;
+  }
+  ++g.instantiated;
+  out = t.exec;
+  return cudaSuccess;
+}
+
 } // namespace
 
 void gate_graphs::reap() noexcept {
@@ -114,8 +208,11 @@ void gate_graphs::reap() noexcept {
     }
     // Destroying an executable graph frees what CUDA allocated for it, which may wait for
     // the whole device (other streams' kernels included): done on the release thread.
-    release_later(&destroy_exec, dropped[n].exec);
-    release_later(&destroy_event, dropped[n].done);
+    auto* r = new (std::nothrow) retired(dropped[n]);
+    if (r == nullptr) {
+      break; // kept for the next reap or destroy_all
+    }
+    release_later(&destroy_retired, r);
   }
   dropped.erase(dropped.begin(), dropped.begin() + static_cast<std::ptrdiff_t>(n));
 }
@@ -123,19 +220,18 @@ void gate_graphs::reap() noexcept {
 void gate_graphs::destroy_all() noexcept {
   for (const retired& r : dropped) {
     (void)try_check(cudaEventSynchronize(r.done));
-    check_noexcept("gated work", cudaGraphExecDestroy(r.exec), "cudaGraphExecDestroy");
+    destroy_entry(r.e);
     (void)try_check(cudaEventDestroy(r.done));
   }
-  for (cudaGraphExec_t x : execs) { // called behind the stream's work: nothing in flight
-    check_noexcept("gated work", cudaGraphExecDestroy(x), "cudaGraphExecDestroy");
+  for (const entry& t : templates) { // called behind the stream's work: nothing in flight
+    destroy_entry(t);
   }
-  if (graph != nullptr) {
-    check_noexcept("gated work", cudaGraphDestroy(graph), "cudaGraphDestroy");
+  if (unit != nullptr) {
+    (void)try_check(cudaGraphDestroy(unit));
   }
   dropped.clear();
-  execs.clear();
-  graph = nullptr;
-  body = nullptr;
+  templates.clear();
+  unit = nullptr;
 }
 
 namespace {
@@ -144,65 +240,6 @@ void destroy_graphs(void* p) noexcept {
   g->destroy_all();
   delete g;
 }
-
-//! An executable graph of the template with the unit just captured: the most recently used
-//! one that takes the update, moved to the front, else a new one (nullptr and an error).
-cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
-                          const char*& api) {
-  for (std::size_t i = 0; i < g.execs.size(); ++i) {
-    cudaGraphExecUpdateResultInfo info{};
-    const cudaError_t e = cudaGraphExecUpdate(g.execs[i], g.graph, &info);
-    if (e == cudaSuccess) {
-      out = g.execs[i];
-      g.execs.erase(g.execs.begin() + static_cast<std::ptrdiff_t>(i));
-      g.execs.insert(g.execs.begin(), out);
-      ++g.updated;
-      return cudaSuccess;
-    }
-    (void)cudaGetLastError(); // a refused update is not an error of the unit
-  }
-  api = "cudaGraphInstantiate";
-  cudaGraphExec_t x = nullptr;
-  cudaError_t e = cudaGraphInstantiate(&x, g.graph, 0);
-  if (e != cudaSuccess) {
-    return e;
-  }
-  if (g.execs.size() >= gate_graphs::max_execs) {
-    // Drop the least recently used one, once the stream has passed its launches.
-    cudaEvent_t done = nullptr;
-    api = "cudaEventCreateWithFlags";
-    e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    if (e == cudaSuccess) {
-      api = "cudaEventRecord";
-      e = cudaEventRecord(done, s);
-    }
-    if (e == cudaSuccess) {
-      try {
-        g.dropped.push_back({g.execs.back(), done});
-        g.execs.pop_back();
-        done = nullptr;
-      } catch (...) {
-        e = cudaErrorMemoryAllocation;
-      }
-    }
-    if (done != nullptr) {
-      (void)try_check(cudaEventDestroy(done));
-    }
-    if (e != cudaSuccess) {
-      release_after(s, &destroy_exec, x); // never launched: nothing to wait for but safe
-      return e;
-    }
-  }
-  try {
-    g.execs.insert(g.execs.begin(), x);
-  } catch (...) {
-    release_after(s, &destroy_exec, x);
-    return cudaErrorMemoryAllocation;
-  }
-  ++g.instantiated;
-  out = x;
-  return cudaSuccess;
-}
 } // namespace
 
 void gate_end(cudaStream_t s, gate_graphs& g, const std::source_location& where) {
@@ -210,6 +247,16 @@ void gate_end(cudaStream_t s, gate_graphs& g, const std::source_location& where)
   cudaError_t e = cudaStreamEndCapture(s, &captured);
   const char* api = "cudaStreamEndCapture";
   g.reap(); // not while capturing: a query then would invalidate the capture
+  std::size_t nodes = 0;
+  if (e == cudaSuccess) {
+    api = "cudaGraphGetNodes";
+    e = cudaGraphGetNodes(g.unit, nullptr, &nodes);
+  }
+  if (e == cudaSuccess && nodes == 0) { // an empty unit: a child graph needs a node
+    cudaGraphNode_t empty = nullptr;
+    api = "cudaGraphAddEmptyNode";
+    e = cudaGraphAddEmptyNode(&empty, g.unit, nullptr, 0);
+  }
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess) {
     e = exec_for_unit(s, g, exec, api);
@@ -218,14 +265,16 @@ void gate_end(cudaStream_t s, gate_graphs& g, const std::source_location& where)
     api = "cudaGraphLaunch";
     e = cudaGraphLaunch(exec, s);
   }
+  (void)try_check(cudaGraphDestroy(std::exchange(g.unit, nullptr)));
   if (e != cudaSuccess) {
     fail(e, api, where);
   }
 }
 
-void gate_abort(cudaStream_t s) noexcept {
+void gate_abort(cudaStream_t s, gate_graphs& g) noexcept {
   cudaGraph_t captured = nullptr;
   (void)try_check(cudaStreamEndCapture(s, &captured));
+  (void)try_check(cudaGraphDestroy(std::exchange(g.unit, nullptr)));
 }
 
 void gate_closer::operator()() const noexcept {
@@ -249,6 +298,7 @@ gate::gate(stream_ref s, std::stop_token token)
   m_device_words = static_cast<detail::gate_words*>(d);
   try {
     m_graphs = new detail::gate_graphs;
+    m_graphs->device_words = m_device_words;
   } catch (...) {
     m_pool->deallocate(m_block);
     throw;
@@ -261,7 +311,7 @@ gate::gate(stream_ref s, std::stop_token token)
 gate::~gate() {
   m_on_stop.reset(); // returns once a callback running on another thread has finished
   m_graphs->reap();
-  if (m_graphs->graph == nullptr) {
+  if (m_graphs->templates.empty() && m_graphs->dropped.empty()) {
     detail::destroy_graphs(m_graphs);
   } else {
     // Its executable graphs may still be queued: destroyed behind the stream's work.

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <stop_token>
 #include <vector>
 
@@ -202,6 +203,34 @@ TEST_F(GateTest, AThrowingRunEnqueuesNothingAndLeavesTheStreamUsable) {
   s.sync();
   EXPECT_EQ(out.at(0), 0);
   EXPECT_EQ(out.at(1), 1);
+}
+
+// A unit holding what a conditional body may not (a host function) fails with cuda_error
+// naming the gated work; nothing of it runs, and the gate and the stream stay usable.
+void CUDART_CB never_called(void* flag) { *static_cast<int*>(flag) = 1; }
+
+TEST_F(GateTest, AUnitAConditionalBodyMayNotHoldFailsAndTheGateGoesOn) {
+  cu::stream s;
+  outputs out(3);
+  cu::gate g(s);
+  (void)g.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 0);
+  int host_flag = 0;
+  try {
+    (void)g.run([&](cu::stream_ref gs) {
+      (void)gs.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 1);
+      (void)cudaLaunchHostFunc(gs.get(), &never_called, &host_flag);
+    });
+    ADD_FAILURE() << "a host function in a gated unit was accepted";
+  } catch (const cu::cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("gated work"), std::string::npos) << e.what();
+  }
+  (void)g.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 2);
+  s.sync();
+  EXPECT_EQ(out.at(0), 1);
+  EXPECT_EQ(out.at(1), 0) << "the failed unit must not run";
+  EXPECT_EQ(out.at(2), 1);
+  EXPECT_EQ(host_flag, 0);
+  EXPECT_EQ(g.ran(), 2U);
 }
 
 // The gate dies while its units are queued: its words go back to the pool behind them

@@ -58,42 +58,49 @@ struct gate_words {
   unsigned skipped; //!< units the check skipped (written by the GPU)
 };
 
-//! A gate's graphs: one template, [check] -> IF { body }, whose body is emptied and
-//! captured again for each unit, and the executable graphs made from it. A unit updates the
-//! most recently used executable graph whose shape matches (`cudaGraphExecUpdate`, which
-//! leaves launches already queued untouched) and relaunches it, so a gate instantiates a
-//! graph only when a unit's shape is new to it. Instantiating while earlier launches are
-//! queued may wait for the device, and `cudaGraphExecDestroy` waits for the graph's launches:
-//! an executable graph dropped from the cache is destroyed only once an event recorded after
-//! its last launch has completed, and the rest go behind the stream's work when the gate goes.
+//! A gate's graphs. A unit is captured into a graph of its own, then put as a child graph
+//! into the IF body of a template, [check] -> IF { child }, whose executable graph is
+//! updated (`cudaGraphExecUpdate`, which leaves launches already queued untouched) and
+//! relaunched. A gate keeps up to `max_templates` templates, one per unit shape, most
+//! recently used first, so it instantiates a graph only when a unit's shape is new to it.
+//! (Instantiating while earlier launches are queued may wait for the device, and a graph
+//! with a conditional node is instantiated once.) `cudaGraphExecDestroy` waits for the
+//! graph's launches: a template dropped from the cache is destroyed only once an event
+//! recorded after its last launch has completed, and the rest go behind the stream's work
+//! when the gate goes.
 struct gate_graphs {
-  static constexpr std::size_t max_execs = 4; //!< unit shapes kept instantiated per gate
-  cudaGraph_t graph = nullptr;                //!< the template
-  cudaGraph_t body = nullptr;                 //!< its IF node's body
-  std::vector<cudaGraphExec_t> execs;         //!< most recently used first
+  static constexpr std::size_t max_templates = 4;
+  struct entry {
+    cudaGraph_t graph = nullptr;     //!< the template
+    cudaGraph_t body = nullptr;      //!< its IF node's body
+    cudaGraphNode_t child = nullptr; //!< the unit in the body
+    cudaGraphExec_t exec = nullptr;
+  };
   struct retired {
-    cudaGraphExec_t exec;
+    entry e;
     cudaEvent_t done;
   };
-  std::vector<retired> dropped; //!< dropped from `execs`, waiting for their last launch
-  std::uint64_t instantiated = 0; //!< graphs instantiated (the rest were updates)
-  std::uint64_t updated = 0;
-  //! Destroys the dropped graphs whose last launch has finished; never waits.
+  gate_words* device_words = nullptr;
+  cudaGraph_t unit = nullptr;     //!< the unit being captured
+  std::vector<entry> templates;   //!< most recently used first
+  std::vector<retired> dropped;   //!< dropped from `templates`, waiting for their last launch
+  std::uint64_t instantiated = 0; //!< units that instantiated a graph
+  std::uint64_t updated = 0;      //!< units that updated one
+  //! Destroys the dropped templates whose last launch has finished; never waits.
   void reap() noexcept;
   //! Destroys everything; waits for launches still in flight (the release thread's job).
   void destroy_all() noexcept;
 };
 
-//! Builds the template the first time, empties its body otherwise, and starts capturing
-//! `s` into the body.
+//! Starts capturing `s` into a new unit graph.
 //! @throws cuda_error
-void gate_begin(cudaStream_t s, gate_graphs& g, gate_words* device_words,
-                const std::source_location& where);
-//! Ends the capture, updates (or instantiates) an executable graph and launches it on `s`.
+void gate_begin(cudaStream_t s, gate_graphs& g, const std::source_location& where);
+//! Ends the capture, updates (or instantiates) a template's executable graph with the unit
+//! and launches it on `s`.
 //! @throws cuda_error (nothing is launched then)
 void gate_end(cudaStream_t s, gate_graphs& g, const std::source_location& where);
-//! Ends the capture after `f` threw; the body is emptied by the next unit.
-void gate_abort(cudaStream_t s) noexcept;
+//! Ends the capture and drops the unit (after `f` threw).
+void gate_abort(cudaStream_t s, gate_graphs& g) noexcept;
 
 //! Sets the closed word (the stop callback).
 struct gate_closer {
@@ -127,11 +134,11 @@ public:
   template <class F>
   requires std::is_invocable_v<F&, stream_ref>
       operation run(F&& f, std::source_location where = std::source_location::current()) {
-    detail::gate_begin(m_stream.get(), *m_graphs, m_device_words, where);
+    detail::gate_begin(m_stream.get(), *m_graphs, where);
     try {
       f(m_stream);
     } catch (...) {
-      detail::gate_abort(m_stream.get());
+      detail::gate_abort(m_stream.get(), *m_graphs);
       throw;
     }
     detail::gate_end(m_stream.get(), *m_graphs, where);
