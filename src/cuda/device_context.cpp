@@ -2,6 +2,7 @@
 #include "cuawait/cuda/device_context.hpp"
 
 #include "cuawait/cuda/device.hpp"
+#include "cuawait/cuda/gate.hpp"
 #include "cuawait/cuda/region.hpp"
 
 #include "cuawait/cuda/detail/lane_registry.hpp"
@@ -86,6 +87,7 @@ device_context::device_context(device_context_options options)
   if (gpu) {
     on.emplace(m_device);
   }
+  m_gates = std::make_unique<detail::gate_template_pool>();
   m_release = std::make_unique<detail::release_thread>(m_device);
   // Without a GPU, the strategy that needs nothing from CUDA until a wait is armed.
   const strategy s = gpu ? chosen_strategy(options.completion) : strategy::event_poll;
@@ -128,6 +130,7 @@ device_context::~device_context() {
   m_pinned.reset();
   m_memory.reset();
   m_release.reset(); // runs every release still queued: everything is freed on return
+  m_gates.reset();   // gates' graphs, returned by the releases above
 }
 
 void device_context::drain_releases() noexcept { m_release->drain(); }

@@ -5,6 +5,7 @@
 #include "cuawait/cuda/gate.hpp"
 
 #include "cuawait/cuda/detail/deferred_release.hpp"
+#include "cuawait/cuda/device_context.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -57,7 +58,7 @@ void gate_begin(cudaStream_t s, gate_graphs& g, const std::source_location& wher
 
 namespace {
 
-void destroy_entry(const gate_graphs::entry& t) noexcept {
+void destroy_template(const gate_template& t) noexcept {
   if (t.exec != nullptr) {
     check_noexcept("gated work", cudaGraphExecDestroy(t.exec), "cudaGraphExecDestroy");
   }
@@ -66,15 +67,14 @@ void destroy_entry(const gate_graphs::entry& t) noexcept {
   }
 }
 
-void destroy_retired(void* p) noexcept {
-  auto* r = static_cast<gate_graphs::retired*>(p);
-  destroy_entry(r->e);
-  (void)try_check(cudaEventDestroy(r->done));
-  delete r;
+void destroy_template_later(void* p) noexcept {
+  auto* t = static_cast<gate_template*>(p);
+  destroy_template(*t);
+  delete t;
 }
 
 //! Puts `unit` (cloned) as the only node of the template's IF body.
-cudaError_t set_child(gate_graphs::entry& t, cudaGraph_t unit) {
+cudaError_t set_child(gate_template& t, cudaGraph_t unit) {
   if (t.child != nullptr) {
     const cudaError_t e = cudaGraphDestroyNode(t.child);
     if (e != cudaSuccess) {
@@ -85,37 +85,40 @@ cudaError_t set_child(gate_graphs::entry& t, cudaGraph_t unit) {
   return cudaGraphAddChildGraphNode(&t.child, t.body, nullptr, 0, unit);
 }
 
+cudaKernelNodeParams check_params(void** args) {
+  cudaKernelNodeParams kp{};
+  kp.func = reinterpret_cast<void*>(&gate_check);
+  kp.gridDim = dim3(1);
+  kp.blockDim = dim3(1);
+  kp.kernelParams = args;
+  return kp;
+}
+
 //! A new template around `unit`: [check] -> IF { child(unit) }, not yet instantiated.
-cudaError_t make_template(gate_graphs::entry& t, gate_words* device_words, cudaGraph_t unit,
+cudaError_t make_template(gate_template& t, gate_words* device_words, cudaGraph_t unit,
                           const char*& api) {
   api = "cudaGraphCreate";
   cudaError_t e = cudaGraphCreate(&t.graph, 0);
   if (e != cudaSuccess) {
     return e;
   }
-  cudaGraphConditionalHandle h{};
   api = "cudaGraphConditionalHandleCreate";
-  e = cudaGraphConditionalHandleCreate(&h, t.graph, 0, cudaGraphCondAssignDefault);
-  cudaGraphNode_t check_node = nullptr;
+  e = cudaGraphConditionalHandleCreate(&t.handle, t.graph, 0, cudaGraphCondAssignDefault);
   if (e == cudaSuccess) {
-    void* args[] = {&h, &device_words};
-    cudaKernelNodeParams kp{};
-    kp.func = reinterpret_cast<void*>(&gate_check);
-    kp.gridDim = dim3(1);
-    kp.blockDim = dim3(1);
-    kp.kernelParams = args;
+    void* args[] = {&t.handle, &device_words};
+    const cudaKernelNodeParams kp = check_params(args);
     api = "cudaGraphAddKernelNode";
-    e = cudaGraphAddKernelNode(&check_node, t.graph, nullptr, 0, &kp);
+    e = cudaGraphAddKernelNode(&t.check, t.graph, nullptr, 0, &kp);
   }
   if (e == cudaSuccess) {
     cudaGraphNodeParams cp{};
     cp.type = cudaGraphNodeTypeConditional;
-    cp.conditional.handle = h;
+    cp.conditional.handle = t.handle;
     cp.conditional.type = cudaGraphCondTypeIf;
     cp.conditional.size = 1;
     cudaGraphNode_t if_node = nullptr;
     api = "cudaGraphAddNode (conditional)";
-    e = add_node(&if_node, t.graph, &check_node, 1, &cp);
+    e = add_node(&if_node, t.graph, &t.check, 1, &cp);
     if (e == cudaSuccess) {
       t.body = cp.conditional.phGraph_out[0];
     }
@@ -127,66 +130,126 @@ cudaError_t make_template(gate_graphs::entry& t, gate_words* device_words, cudaG
   return e;
 }
 
-//! An executable graph running `g.unit`: the most recently used template that takes the
-//! update, moved to the front, else a new template.
-cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
-                          const char*& api) {
-  for (std::size_t i = 0; i < g.templates.size(); ++i) {
-    gate_graphs::entry& t = g.templates[i];
-    api = "cudaGraphAddChildGraphNode";
-    cudaError_t e = set_child(t, g.unit);
-    if (e != cudaSuccess) {
-      return e; // what the unit holds is not allowed in a conditional body
-    }
-    cudaGraphExecUpdateResultInfo info{};
-    e = cudaGraphExecUpdate(t.exec, t.graph, &info);
-    if (e == cudaSuccess) {
-      out = t.exec;
-      std::rotate(g.templates.begin(), g.templates.begin() + static_cast<std::ptrdiff_t>(i),
-                  g.templates.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-      ++g.updated;
-      return cudaSuccess;
-    }
+//! Puts the unit into `t` and updates its executable graph: cudaSuccess, a refusal
+//! (another shape: `refused`), or an error of the unit.
+cudaError_t try_update(gate_template& t, cudaGraph_t unit, bool& refused, const char*& api) {
+  refused = false;
+  api = "cudaGraphAddChildGraphNode";
+  const cudaError_t e = set_child(t, unit);
+  if (e != cudaSuccess) {
+    return e; // what the unit holds is not allowed in a conditional body
+  }
+  cudaGraphExecUpdateResultInfo info{};
+  if (cudaGraphExecUpdate(t.exec, t.graph, &info) != cudaSuccess) {
     (void)cudaGetLastError(); // another shape: not an error of the unit
+    refused = true;
   }
-  gate_graphs::entry t;
-  cudaError_t e = make_template(t, g.device_words, g.unit, api);
-  if (e == cudaSuccess) {
-    api = "cudaGraphInstantiate";
-    e = cudaGraphInstantiate(&t.exec, t.graph, 0);
-  }
-  if (e == cudaSuccess && g.templates.size() >= gate_graphs::max_templates) {
-    // Drop the least recently used template once the stream has passed its launches.
-    auto* r = new (std::nothrow) gate_graphs::retired{g.templates.back(), nullptr};
+  return cudaSuccess;
+}
+
+//! Makes `t` the gate's most recently used template; drops the least recently used one
+//! beyond `max_templates`, to the pool once the stream has passed its launches.
+cudaError_t adopt(cudaStream_t s, gate_graphs& g, const gate_template& t, const char*& api) {
+  if (g.templates.size() >= gate_graphs::max_templates) {
+    cudaEvent_t done = nullptr;
     api = "cudaEventCreateWithFlags";
-    e = r == nullptr ? cudaErrorMemoryAllocation
-                     : cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming);
+    cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
     if (e == cudaSuccess) {
       api = "cudaEventRecord";
-      e = cudaEventRecord(r->done, s);
+      e = cudaEventRecord(done, s);
     }
     if (e == cudaSuccess) {
       try {
-        g.dropped.push_back(*r);
+        g.dropped.push_back({g.templates.back(), done});
         g.templates.pop_back();
+        done = nullptr;
       } catch (...) {
         e = cudaErrorMemoryAllocation;
       }
     }
-    if (r != nullptr && r->done != nullptr && e != cudaSuccess) {
-      (void)try_check(cudaEventDestroy(r->done));
+    if (done != nullptr) {
+      (void)try_check(cudaEventDestroy(done));
     }
-    delete r;
+    if (e != cudaSuccess) {
+      return e;
+    }
   }
-  if (e == cudaSuccess) {
-    try {
-      g.templates.insert(g.templates.begin(), t);
-    } catch (...) {
-      e = cudaErrorMemoryAllocation;
+  try {
+    g.templates.insert(g.templates.begin(), t);
+  } catch (...) {
+    api = "std::vector::insert";
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
+}
+
+//! An executable graph running `g.unit`: the gate's most recently used template that takes
+//! the update, else an idle one of the context's pool that does, else a new one.
+cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
+                          const char*& api) {
+  bool refused = false;
+  for (std::size_t i = 0; i < g.templates.size(); ++i) {
+    const cudaError_t e = try_update(g.templates[i], g.unit, refused, api);
+    if (e != cudaSuccess) {
+      return e;
     }
+    if (!refused) {
+      std::rotate(g.templates.begin(), g.templates.begin() + static_cast<std::ptrdiff_t>(i),
+                  g.templates.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      out = g.templates.front().exec;
+      ++g.updated;
+      return cudaSuccess;
+    }
+  }
+  // From the pool: a template of another gate (its check node gets this gate's words).
+  constexpr int pool_tries = 4;
+  gate_template tried[pool_tries];
+  int n_tried = 0;
+  cudaError_t e = cudaSuccess;
+  bool found = false;
+  gate_template t;
+  while (!found && e == cudaSuccess && n_tried < pool_tries && g.pool != nullptr &&
+         g.pool->take(t)) {
+    void* args[] = {&t.handle, &g.device_words};
+    const cudaKernelNodeParams kp = check_params(args);
+    api = "cudaGraphKernelNodeSetParams";
+    e = cudaGraphKernelNodeSetParams(t.check, &kp);
+    if (e == cudaSuccess) {
+      e = try_update(t, g.unit, refused, api);
+    }
+    if (e == cudaSuccess && !refused) {
+      found = true;
+    } else {
+      tried[n_tried++] = t;
+    }
+  }
+  for (int i = 0; i < n_tried; ++i) {
+    g.pool->give(tried[i]); // idle: back for another gate
   }
   if (e != cudaSuccess) {
-    destroy_entry(t); // never launched
+    return e;
+  }
+  if (found) {
+    e = adopt(s, g, t, api);
+    if (e != cudaSuccess) {
+      g.pool->give(t);
+      return e;
+    }
+    ++g.updated;
+    out = t.exec;
+    return cudaSuccess;
+  }
+  t = gate_template{};
+  e = make_template(t, g.device_words, g.unit, api);
+  if (e == cudaSuccess) {
+    api = "cudaGraphInstantiate";
+    e = cudaGraphInstantiate(&t.exec, t.graph, 0);
+  }
+  if (e == cudaSuccess) {
+    e = adopt(s, g, t, api);
+  }
+  if (e != cudaSuccess) {
+    destroy_template(t); // never launched
     return e;
   }
   ++g.instantiated;
@@ -195,6 +258,42 @@ cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
 }
 
 } // namespace
+
+gate_template_pool::~gate_template_pool() {
+  for (const gate_template& t : m_free) {
+    destroy_template(t);
+  }
+}
+
+bool gate_template_pool::take(gate_template& out) noexcept {
+  const std::lock_guard lock(m_mutex);
+  if (m_free.empty()) {
+    return false;
+  }
+  out = m_free.back();
+  m_free.pop_back();
+  return true;
+}
+
+void gate_template_pool::give(const gate_template& t) noexcept {
+  {
+    const std::lock_guard lock(m_mutex);
+    if (m_free.size() < capacity) {
+      try {
+        m_free.push_back(t);
+        return;
+      } catch (...) {
+      }
+    }
+  }
+  // Beyond the pool: destroyed on the release thread (it may wait for the device).
+  auto* p = new (std::nothrow) gate_template(t);
+  if (p != nullptr) {
+    release_later(&destroy_template_later, p);
+  } else {
+    destroy_template(t);
+  }
+}
 
 void gate_graphs::reap() noexcept {
   std::size_t n = 0;
@@ -206,25 +305,20 @@ void gate_graphs::reap() noexcept {
     if (q != cudaSuccess) {
       (void)cudaGetLastError(); // an error after which the GPU runs nothing more: done too
     }
-    // Destroying an executable graph frees what CUDA allocated for it, which may wait for
-    // the whole device (other streams' kernels included): done on the release thread.
-    auto* r = new (std::nothrow) retired(dropped[n]);
-    if (r == nullptr) {
-      break; // kept for the next reap or destroy_all
-    }
-    release_later(&destroy_retired, r);
+    (void)try_check(cudaEventDestroy(dropped[n].done));
+    pool->give(dropped[n].t);
   }
   dropped.erase(dropped.begin(), dropped.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
-void gate_graphs::destroy_all() noexcept {
+void gate_graphs::return_all() noexcept {
   for (const retired& r : dropped) {
-    (void)try_check(cudaEventSynchronize(r.done));
-    destroy_entry(r.e);
+    (void)try_check(cudaEventSynchronize(r.done)); // passed already: behind the stream
     (void)try_check(cudaEventDestroy(r.done));
+    pool->give(r.t);
   }
-  for (const entry& t : templates) { // called behind the stream's work: nothing in flight
-    destroy_entry(t);
+  for (const gate_template& t : templates) {
+    pool->give(t);
   }
   if (unit != nullptr) {
     (void)try_check(cudaGraphDestroy(unit));
@@ -235,9 +329,9 @@ void gate_graphs::destroy_all() noexcept {
 }
 
 namespace {
-void destroy_graphs(void* p) noexcept {
+void return_graphs(void* p) noexcept {
   auto* g = static_cast<gate_graphs*>(p);
-  g->destroy_all();
+  g->return_all();
   delete g;
 }
 } // namespace
@@ -299,6 +393,7 @@ gate::gate(stream_ref s, std::stop_token token)
   try {
     m_graphs = new detail::gate_graphs;
     m_graphs->device_words = m_device_words;
+    m_graphs->pool = &current_context().gate_templates();
   } catch (...) {
     m_pool->deallocate(m_block);
     throw;
@@ -312,10 +407,10 @@ gate::~gate() {
   m_on_stop.reset(); // returns once a callback running on another thread has finished
   m_graphs->reap();
   if (m_graphs->templates.empty() && m_graphs->dropped.empty()) {
-    detail::destroy_graphs(m_graphs);
+    detail::return_graphs(m_graphs);
   } else {
     // Its executable graphs may still be queued: destroyed behind the stream's work.
-    detail::release_after(m_stream.get(), &detail::destroy_graphs, m_graphs);
+    detail::release_after(m_stream.get(), &detail::return_graphs, m_graphs);
   }
   m_pool->deallocate(m_block, m_stream);
 }

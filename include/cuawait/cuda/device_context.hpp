@@ -40,6 +40,7 @@ class region_cache;
 
 namespace detail {
 class release_thread;
+class gate_template_pool;
 //! The release thread of `ctx` (see `cuawait/cuda/detail/deferred_release.hpp`).
 [[nodiscard]] release_thread* release_thread_of(device_context& ctx) noexcept;
 //! Makes `ctx` one of the contexts in `peers` (a runtime serving several devices): a wait
@@ -120,6 +121,8 @@ public:
   }
   //! The graphs of `cached_region`s awaited on this device (cuda/region.hpp).
   [[nodiscard]] region_cache& regions() noexcept { return *m_regions; }
+  //! Idle graphs of `gate`s on this device (cuda/gate.hpp), kept for the next gate.
+  [[nodiscard]] detail::gate_template_pool& gate_templates() noexcept { return *m_gates; }
   //! Returns once every release handed to the release thread before the call has run (the
   //! memory is back with CUDA). Blocks: not for a coroutine's thread.
   void drain_releases() noexcept;
@@ -154,6 +157,8 @@ private:
   friend gpu_reactor& detail::reactor_for_stream(cudaStream_t s, device_context** entered);
 
   int m_device = 0;
+  //! Destroyed after the release thread, which returns gates' graphs to it.
+  std::unique_ptr<detail::gate_template_pool> m_gates;
   std::unique_ptr<detail::release_thread> m_release; // first made, last destroyed
   std::unique_ptr<gpu_reactor> m_reactor;
   std::unique_ptr<pinned_pool> m_pinned;

@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <source_location>
 #include <stop_token>
@@ -58,38 +59,63 @@ struct gate_words {
   unsigned skipped; //!< units the check skipped (written by the GPU)
 };
 
-//! A gate's graphs. A unit is captured into a graph of its own, then put as a child graph
-//! into the IF body of a template, [check] -> IF { child }, whose executable graph is
+//! A gated unit's executable graph: a template, [check] -> IF { child }, the unit being a
+//! child graph in the IF body, and the graph instantiated from it. A unit is captured into
+//! a graph of its own, put as the child of a template whose executable graph is then
 //! updated (`cudaGraphExecUpdate`, which leaves launches already queued untouched) and
-//! relaunched. A gate keeps up to `max_templates` templates, one per unit shape, most
-//! recently used first, so it instantiates a graph only when a unit's shape is new to it.
-//! (Instantiating while earlier launches are queued may wait for the device, and a graph
-//! with a conditional node is instantiated once.) `cudaGraphExecDestroy` waits for the
-//! graph's launches: a template dropped from the cache is destroyed only once an event
-//! recorded after its last launch has completed, and the rest go behind the stream's work
-//! when the gate goes.
+//! relaunched. Instantiating, and destroying an executable graph, may wait for the whole
+//! device (seen on the H200 while another stream's kernel ran), and a graph with a
+//! conditional node is instantiated only once: so templates are never destroyed while
+//! their context lives. A gate keeps up to `max_templates` (one per unit shape, most
+//! recently used first); the ones it drops and all of them when it goes return, once the
+//! stream has passed their launches, to the device context's `gate_template_pool`, where
+//! the next gate finds them. A gate instantiates only for a unit shape new to the context.
+struct gate_template {
+  cudaGraph_t graph = nullptr;      //!< the template
+  cudaGraph_t body = nullptr;       //!< its IF node's body
+  cudaGraphNode_t check = nullptr;  //!< the check kernel's node (its words change per gate)
+  cudaGraphNode_t child = nullptr;  //!< the unit in the body
+  cudaGraphConditionalHandle handle{};
+  cudaGraphExec_t exec = nullptr;
+};
+
+//! Idle templates of one device context, most recently returned first.
+class gate_template_pool {
+public:
+  static constexpr std::size_t capacity = 64; //!< beyond it, returned templates are destroyed
+  gate_template_pool() = default;
+  gate_template_pool(const gate_template_pool&) = delete;
+  gate_template_pool& operator=(const gate_template_pool&) = delete;
+  //! Destroys the templates (the context is going: nothing of them is in flight).
+  ~gate_template_pool();
+  //! The most recently returned template, if any.
+  [[nodiscard]] bool take(gate_template& out) noexcept;
+  //! A template none of whose launches is still in flight.
+  void give(const gate_template& t) noexcept;
+
+private:
+  std::mutex m_mutex;
+  std::vector<gate_template> m_free;
+};
+
+//! A gate's templates.
 struct gate_graphs {
   static constexpr std::size_t max_templates = 4;
-  struct entry {
-    cudaGraph_t graph = nullptr;     //!< the template
-    cudaGraph_t body = nullptr;      //!< its IF node's body
-    cudaGraphNode_t child = nullptr; //!< the unit in the body
-    cudaGraphExec_t exec = nullptr;
-  };
   struct retired {
-    entry e;
-    cudaEvent_t done;
+    gate_template t;
+    cudaEvent_t done; //!< recorded after its last launch
   };
+  gate_template_pool* pool = nullptr;
   gate_words* device_words = nullptr;
-  cudaGraph_t unit = nullptr;     //!< the unit being captured
-  std::vector<entry> templates;   //!< most recently used first
-  std::vector<retired> dropped;   //!< dropped from `templates`, waiting for their last launch
-  std::uint64_t instantiated = 0; //!< units that instantiated a graph
-  std::uint64_t updated = 0;      //!< units that updated one
-  //! Destroys the dropped templates whose last launch has finished; never waits.
+  cudaGraph_t unit = nullptr;         //!< the unit being captured
+  std::vector<gate_template> templates; //!< most recently used first
+  std::vector<retired> dropped;       //!< dropped from `templates`, waiting for their launches
+  std::uint64_t instantiated = 0;     //!< units that instantiated a graph
+  std::uint64_t updated = 0;          //!< units that updated one
+  //! Returns the dropped templates whose last launch has finished to the pool; never waits.
   void reap() noexcept;
-  //! Destroys everything; waits for launches still in flight (the release thread's job).
-  void destroy_all() noexcept;
+  //! Returns everything to the pool, once the stream has passed it (the release thread's job).
+  void return_all() noexcept;
 };
 
 //! Starts capturing `s` into a new unit graph.
