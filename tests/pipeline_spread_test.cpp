@@ -29,8 +29,8 @@ rank_run ran(const std::string& mode, int level, std::int64_t jobs, double start
 
 TEST(PipelineSpread, SharesCoverEveryJobOnceAndDifferByAtMostOne) {
   for (const int size : {1, 2, 3, 4, 7}) {
-    for (const std::int64_t total : {std::int64_t{7}, std::int64_t{256}, std::int64_t{3000},
-                                     std::int64_t{3001}}) {
+    for (const std::int64_t total :
+         {std::int64_t{7}, std::int64_t{256}, std::int64_t{3000}, std::int64_t{3001}}) {
       std::int64_t sum = 0;
       std::int64_t lo = total;
       std::int64_t hi = 0;
@@ -111,8 +111,9 @@ TEST(PipelineSpread, TotalThroughputSpansFirstStartToLastEnd) {
 
   const std::string table = format_spread(runs, 2);
   EXPECT_NE(table.find("spread over 2 processes"), std::string::npos) << table;
-  EXPECT_NE(table.find("coro_per_op_pool           8      3000     2.0000           1500  1500 833 | ok"),
-            std::string::npos)
+  EXPECT_NE(
+      table.find("coro_per_op_pool           8      3000     2.0000           1500  1500 833 | ok"),
+      std::string::npos)
       << table;
 }
 
@@ -148,7 +149,7 @@ TEST(PipelineSpread, JsonHasTheTotalAndEveryRank) {
   j.end_object();
   const std::string s = j.str();
   EXPECT_NE(s.find("\"processes\": 2,"), std::string::npos) << s;
-  EXPECT_NE(s.find("\"jobs\": 4,"), std::string::npos) << s;     // the total
+  EXPECT_NE(s.find("\"jobs\": 4,"), std::string::npos) << s;       // the total
   EXPECT_NE(s.find("\"jobs_per_s\": 2,"), std::string::npos) << s; // 4 jobs in 2 s
   EXPECT_NE(s.find("\"jobs_per_s\": 1,"), std::string::npos) << s; // rank 1: 2 in 2 s
   EXPECT_NE(s.find("\"ranks\": ["), std::string::npos) << s;

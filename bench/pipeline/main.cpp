@@ -407,7 +407,8 @@ bool every_rank_has_a_gpu(process_group* group, const std::string& why) {
     if (whys[r].empty()) {
       continue;
     }
-    auto it = std::find_if(said.begin(), said.end(), [&](const auto& p) { return p.first == whys[r]; });
+    auto it =
+        std::find_if(said.begin(), said.end(), [&](const auto& p) { return p.first == whys[r]; });
     if (it == said.end()) {
       said.emplace_back(whys[r], std::to_string(r));
     } else {
@@ -444,10 +445,11 @@ bool report_spread(process_group& group, const run_header& h, const std::vector<
   const options& o = h.opts;
   if (!o.json_path.empty()) {
     const int n = group.size();
-    ok = write_file(o.json_path, make_json(h, runs, [&](json_writer& j) {
-           j.key("spread");
-           write_spread_json(j, spread, n);
-         })) &&
+    ok = write_file(o.json_path, make_json(h, runs,
+                                           [&](json_writer& j) {
+                                             j.key("spread");
+                                             write_spread_json(j, spread, n);
+                                           })) &&
          ok;
   }
   if (!o.svg_path.empty()) {
@@ -465,9 +467,8 @@ int run(int argc, char** argv, process_group* group) {
   register_staged_modes(registry);
   // Every rank parses the same command line and decides alike; rank 0 alone says so.
   std::ostream quiet(nullptr);
-  parse_outcome parsed = parse_command_line(argc, argv, describe(registry),
-                                            rank == 0 ? std::cout : quiet,
-                                            rank == 0 ? std::cerr : quiet);
+  parse_outcome parsed = parse_command_line(
+      argc, argv, describe(registry), rank == 0 ? std::cout : quiet, rank == 0 ? std::cerr : quiet);
   if (!parsed.opts) {
     return parsed.exit_code;
   }
@@ -566,7 +567,8 @@ int run(int argc, char** argv, process_group* group) {
   if (group != nullptr) {
     const bool ok = report_spread(*group, h, runs, st.parts);
     if (rank == 0) {
-      std::printf("%s\n", ok ? "all modes ran and checked on every rank" : "FAILED: see the lines above");
+      std::printf("%s\n",
+                  ok ? "all modes ran and checked on every rank" : "FAILED: see the lines above");
     }
     return ok ? 0 : exit_failed;
   }

@@ -254,7 +254,8 @@ merge_rank_runs(const std::vector<std::vector<rank_run>>& per_rank) {
     for (const rank_run& r : s.ranks) {
       per_rank += (per_rank.empty() ? "" : " ") + detail::fmt("%.0f", r.jobs_per_s());
     }
-    const std::string check = s.ok() ? "ok" : (s.skipped() ? "skipped: " : "FAILED: ") + s.problems();
+    const std::string check =
+        s.ok() ? "ok" : (s.skipped() ? "skipped: " : "FAILED: ") + s.problems();
     std::snprintf(line, sizeof line, "%-20s %7d %9lld %10s %14s  ", s.mode.c_str(), s.concurrency,
                   static_cast<long long>(s.jobs()), detail::fmt("%.4f", s.seconds()).c_str(),
                   detail::fmt("%.0f", s.jobs_per_s()).c_str());

@@ -32,8 +32,8 @@ std::vector<std::string> gather_to_root(const std::string& mine, int root, MPI_C
   std::vector<std::string> all;
   if (rank != root) {
     for (std::size_t at = 0; at < mine.size(); at += piece) {
-      check(who, MPI_Send(mine.data() + at, piece_at(mine.size(), at), MPI_CHAR, root, gather_tag,
-                          comm),
+      check(who,
+            MPI_Send(mine.data() + at, piece_at(mine.size(), at), MPI_CHAR, root, gather_tag, comm),
             "MPI_Send");
     }
     return all;
@@ -46,8 +46,9 @@ std::vector<std::string> gather_to_root(const std::string& mine, int root, MPI_C
     }
     all[r].resize(sizes[r]);
     for (std::size_t at = 0; at < all[r].size(); at += piece) {
-      check(who, MPI_Recv(all[r].data() + at, piece_at(all[r].size(), at), MPI_CHAR,
-                          static_cast<int>(r), gather_tag, comm, MPI_STATUS_IGNORE),
+      check(who,
+            MPI_Recv(all[r].data() + at, piece_at(all[r].size(), at), MPI_CHAR, static_cast<int>(r),
+                     gather_tag, comm, MPI_STATUS_IGNORE),
             "MPI_Recv");
     }
   }
