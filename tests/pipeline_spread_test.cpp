@@ -115,6 +115,10 @@ TEST(PipelineSpread, TotalThroughputSpansFirstStartToLastEnd) {
       table.find("coro_per_op_pool           8      3000     2.0000           1500  1500 833 | ok"),
       std::string::npos)
       << table;
+  EXPECT_NE(table.find("[total] coro_per_op_pool concurrency 8: 1500 jobs/s over 2 processes "
+                       "(per rank: 1500, 833)\n"),
+            std::string::npos)
+      << table;
 }
 
 TEST(PipelineSpread, AFailureOnOneRankFailsTheRunAndIsNamed) {
@@ -128,8 +132,12 @@ TEST(PipelineSpread, AFailureOnOneRankFailsTheRunAndIsNamed) {
   EXPECT_FALSE(runs[0].skipped());
   EXPECT_TRUE(std::isnan(runs[0].jobs_per_s()));
   EXPECT_EQ(runs[0].problems(), "rank 1: cudaErrorLaunchFailure");
-  EXPECT_NE(format_spread(runs, 2).find("FAILED: rank 1: cudaErrorLaunchFailure"),
-            std::string::npos);
+  const std::string table = format_spread(runs, 2);
+  EXPECT_NE(table.find("FAILED: rank 1: cudaErrorLaunchFailure"), std::string::npos) << table;
+  EXPECT_NE(table.find("[total] coro_graph concurrency 16: - jobs/s over 2 processes (per rank: "
+                       "1500, -) FAILED\n"),
+            std::string::npos)
+      << table;
 }
 
 TEST(PipelineSpread, RanksThatRanOtherRunsAreABug) {

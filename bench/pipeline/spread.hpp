@@ -234,8 +234,10 @@ merge_rank_runs(const std::vector<std::vector<rank_run>>& per_rank) {
   return runs;
 }
 
-//! Rank 0's summary of a spread run: a line per mode run with its total throughput (every
-//! rank's jobs from the first start to the last end) and each rank's own, then the table.
+//! Rank 0's summary of a spread run: a table row per mode run with its total throughput
+//! (every rank's jobs from the first start to the last end) and each rank's own, then the
+//! same as one "[total] MODE concurrency C: N jobs/s over P processes (per rank: ...)"
+//! line per mode run.
 [[nodiscard]] inline std::string format_spread(const std::vector<spread_run>& runs, int processes) {
   std::string out;
   char line[256];
@@ -260,6 +262,17 @@ merge_rank_runs(const std::vector<std::vector<rank_run>>& per_rank) {
                   static_cast<long long>(s.jobs()), detail::fmt("%.4f", s.seconds()).c_str(),
                   detail::fmt("%.0f", s.jobs_per_s()).c_str());
     out += line + per_rank + " | " + check + "\n";
+  }
+  // The same figures, one line per mode run, for scripts to read.
+  for (const spread_run& s : runs) {
+    std::string per_rank;
+    for (const rank_run& r : s.ranks) {
+      per_rank += (per_rank.empty() ? "" : ", ") + detail::fmt("%.0f", r.jobs_per_s());
+    }
+    std::snprintf(line, sizeof line, "[total] %s concurrency %d: %s jobs/s over %d processes",
+                  s.mode.c_str(), s.concurrency, detail::fmt("%.0f", s.jobs_per_s()).c_str(),
+                  processes);
+    out += line + (" (per rank: " + per_rank + ")") + (s.ok() ? "" : " FAILED") + "\n";
   }
   return out;
 }
