@@ -21,15 +21,14 @@ public:
   //! @throws cuawait::mpi::mpi_error or std::runtime_error when MPI cannot be started
   mpi_group(int& argc, char**& argv);
 
-  //! True when this process was started by an MPI launcher (it set the launcher's
-  //! environment variables). A plain start does not initialise MPI at all, so that a
-  //! single-process run is the run of a build without MPI.
-  [[nodiscard]] static bool launched_by_mpi() noexcept;
+  //! True when this process was started by an MPI launcher (`mpi::launched_by_mpi`). A
+  //! plain start does not initialise MPI at all, so that a single-process run is the run of
+  //! a build without MPI.
+  [[nodiscard]] static bool launched_by_mpi() noexcept { return cuawait::mpi::launched_by_mpi(); }
 
   [[nodiscard]] int rank() const noexcept override { return m_env.rank(); }
   [[nodiscard]] int size() const noexcept override { return m_env.size(); }
-  //! Blocking `MPI_Gather` of the sizes, then each rank's bytes sent to rank 0 in pieces
-  //! of at most 1 GiB (MPI counts are `int`).
+  //! `mpi::gather_to_root` to rank 0 (blocking).
   [[nodiscard]] std::vector<std::string> gather(const std::string& mine) override;
 
 private:

@@ -282,11 +282,11 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("cuawait-mpi-pingpong: 2 ranks, %zu pool threads, best of %d\n", o.threads,
                 o.repeat);
-    std::printf("%-24s %12s %14s %16s %8s\n", "round trip", "blocking", "co_await pool",
-                "co_await thread", "pool/blk");
+    std::printf("%-24s %12s %14s %16s %8s %10s\n", "round trip", "blocking", "co_await pool",
+                "co_await thread", "pool/blk", "thread/blk");
     for (const row& r : rows) {
-      std::printf("%-24s %12.2f %14.2f %16.2f %8.2f\n", r.what.c_str(), r.blocking, r.pool,
-                  r.thread, r.pool / r.blocking);
+      std::printf("%-24s %12.2f %14.2f %16.2f %8.2f %10.2f\n", r.what.c_str(), r.blocking, r.pool,
+                  r.thread, r.pool / r.blocking, r.thread / r.blocking);
     }
     std::printf("%d outstanding receives, ns per completion: MPI_Testsome loop %.1f, "
                 "co_await mpi.wait %.1f, ratio %.2f\n",

@@ -10,6 +10,11 @@
 #include "modes.hpp"
 #include "reference.hpp"
 #include "results.hpp"
+#include "spread.hpp"
+
+#if defined(CUAWAIT_BENCH_MPI)
+#include "mpi_group.hpp"
+#endif
 
 #include <cuawait/cuda/error.hpp>
 
@@ -24,10 +29,12 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace cuawait::bench {
@@ -176,16 +183,23 @@ struct run_state {
   int sms;
   int pool_threads;
   bool context_lost = false;
+  //! The processes of a spread run, or null; then each run's part of this rank, in order.
+  process_group* group = nullptr;
+  std::vector<rank_run> parts;
 };
 
-mode_run run_one(run_state& st, const mode_entry& m, int level) {
+//! One mode run on this process; `started` gets the start of its timed region.
+mode_run run_here(run_state& st, const mode_entry& m, int level,
+                  timed_region::clock::time_point& started) {
+  const int rank = st.group != nullptr ? st.group->rank() : 0;
+  const int ranks = st.group != nullptr ? st.group->size() : 1;
   mode_run r;
   r.mode = m.desc.name;
   r.family = m.desc.family;
   r.concurrency = level;
   r.bytes = st.opts.w.bytes;
   r.threads = m.threads_used != nullptr ? m.threads_used(level, st.pool_threads) : 1;
-  r.jobs = jobs_for_run(st.opts, level);
+  r.jobs = jobs_of_rank(jobs_for_run(st.opts, level), rank, ranks);
   if (level > m.max_concurrency) {
     r.skipped = "skipped: at most " + std::to_string(m.max_concurrency) + " in flight";
     return r;
@@ -200,7 +214,7 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   st.checker.reset();
   mode_context ctx{st.work, r.jobs,       level, st.pool_threads, kernel_grid(st.work.n(), st.sms),
                    st.sms,  st.opts.batch};
-  ctx.trace_path = trace_path_for(st.opts.trace_path, r.mode, level);
+  ctx.trace_path = trace_path_for(rank_path(st.opts.trace_path, rank), r.mode, level);
   ctx.devices = st.opts.devices;
   timed_region timer;
   const double rss_before = rss_bytes();
@@ -223,6 +237,7 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
     r.error = e.what();
   }
   st.dog.disarm();
+  started = timer.started();
   if (sampler) {
     r.rss_delta_bytes = sampler->peak() - rss_before;
   }
@@ -258,6 +273,22 @@ mode_run run_one(run_state& st, const mode_entry& m, int level) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  return r;
+}
+
+//! One mode run; in a spread run, every rank at once (from a barrier), each on its share of
+//! the jobs, its part recorded for rank 0. Every rank goes through the barrier whatever
+//! happens to it, so that none waits for a rank that left the list.
+mode_run run_one(run_state& st, const mode_entry& m, int level) {
+  if (st.group != nullptr) {
+    st.group->barrier();
+  }
+  const auto t0 = timed_region::clock::now();
+  auto started = t0;
+  mode_run r = run_here(st, m, level, started);
+  if (st.group != nullptr) {
+    st.parts.push_back(rank_run_of(r, std::chrono::duration<double>(started - t0).count()));
+  }
   return r;
 }
 
@@ -348,19 +379,117 @@ int run_grid(const options& o, run_header& h, const std::vector<mode_entry>& reg
   return ok ? 0 : exit_failed;
 }
 
-int run(int argc, char** argv) {
+//! Empty when the options can be spread over `ranks` processes, else why not (naming the
+//! option, as `validate` does).
+std::string spread_refusal(const options& o, int ranks) {
+  if (o.grid) {
+    return "--grid: not in a run spread over processes (run the grid as one process)";
+  }
+  if (o.w.jobs < ranks) {
+    return "--jobs: " + std::to_string(o.w.jobs) + " jobs cannot be split between " +
+           std::to_string(ranks) + " processes";
+  }
+  return {};
+}
+
+//! Whether every rank has a usable GPU; rank 0 says why not, once per distinct reason, with
+//! the ranks it concerns.
+bool every_rank_has_a_gpu(process_group* group, const std::string& why) {
+  if (group == nullptr) {
+    if (!why.empty()) {
+      std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", why.c_str());
+    }
+    return why.empty();
+  }
+  const std::vector<std::string> whys = group->gather(why);
+  std::vector<std::pair<std::string, std::string>> said; // reason, its ranks
+  for (std::size_t r = 0; r < whys.size(); ++r) {
+    if (whys[r].empty()) {
+      continue;
+    }
+    auto it =
+        std::find_if(said.begin(), said.end(), [&](const auto& p) { return p.first == whys[r]; });
+    if (it == said.end()) {
+      said.emplace_back(whys[r], std::to_string(r));
+    } else {
+      it->second += ", " + std::to_string(r);
+    }
+  }
+  for (const auto& [reason, ranks] : said) {
+    std::fprintf(stderr, "cuawait-bench-pipeline: %s (rank%s %s)\n", reason.c_str(),
+                 ranks.find(',') != std::string::npos ? "s" : "", ranks.c_str());
+  }
+  return group->all(why.empty());
+}
+
+//! Rank 0's summary of a spread run from every rank's parts; true when every mode run ran
+//! and checked on every rank (or was skipped).
+bool report_spread(process_group& group, const run_header& h, const std::vector<mode_run>& runs,
+                   const std::vector<rank_run>& parts) {
+  const std::vector<std::string> texts = group.gather(encode_rank_runs(parts));
+  if (group.rank() != 0) {
+    return true;
+  }
+  std::vector<std::vector<rank_run>> per_rank;
+  for (const std::string& t : texts) {
+    per_rank.push_back(decode_rank_runs(t));
+  }
+  const std::vector<spread_run> spread = merge_rank_runs(per_rank);
+  std::printf("\n%s", format_spread(spread, group.size()).c_str());
+  std::printf("floor (rank 0's, measured alone): %.2f us/job (%s)\n", h.floor.floor_us,
+              h.floor.limit.c_str());
+  bool ok = true;
+  for (const spread_run& s : spread) {
+    ok = ok && (s.ok() || s.skipped());
+  }
+  const options& o = h.opts;
+  if (!o.json_path.empty()) {
+    const int n = group.size();
+    ok = write_file(o.json_path, make_json(h, runs,
+                                           [&](json_writer& j) {
+                                             j.key("spread");
+                                             write_spread_json(j, spread, n);
+                                           })) &&
+         ok;
+  }
+  if (!o.svg_path.empty()) {
+    std::printf("(--svg is not drawn for a spread run)\n");
+  }
+  return ok;
+}
+
+int run(int argc, char** argv, process_group* group) {
+  const int rank = group != nullptr ? group->rank() : 0;
   std::vector<mode_entry> registry;
   register_baselines(registry);
   register_cuawait_modes(registry);
   register_graph_modes(registry);
   register_staged_modes(registry);
-  parse_outcome parsed = parse_command_line(argc, argv, describe(registry), std::cout, std::cerr);
+  // Every rank parses the same command line and decides alike; rank 0 alone says so.
+  std::ostream quiet(nullptr);
+  parse_outcome parsed = parse_command_line(
+      argc, argv, describe(registry), rank == 0 ? std::cout : quiet, rank == 0 ? std::cerr : quiet);
   if (!parsed.opts) {
     return parsed.exit_code;
   }
   const options& o = *parsed.opts;
-  if (const std::string why = gpu_unavailable_reason(o.device); !why.empty()) {
-    std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", why.c_str());
+  if (group != nullptr) {
+    if (const std::string why = spread_refusal(o, group->size()); !why.empty()) {
+      if (rank == 0) {
+        std::fprintf(stderr, "cuawait-bench-pipeline: %s\nRun with --help for the options.\n",
+                     why.c_str());
+      }
+      return 2;
+    }
+    if (rank != 0) {
+      // One summary, from rank 0: the others' progress lines would only interleave with
+      // its own. Their errors still reach stderr, and rank 0's summary names them.
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) {
+        std::fprintf(stderr, "cuawait-bench-pipeline: rank %d: cannot silence stdout\n", rank);
+      }
+    }
+  }
+  if (!every_rank_has_a_gpu(group, gpu_unavailable_reason(o.device))) {
     return exit_no_device;
   }
   run_header h;
@@ -389,13 +518,28 @@ int run(int argc, char** argv) {
               o.preset_name.c_str(), static_cast<long long>(o.w.jobs),
               static_cast<long long>(o.w.bytes), o.w.iters, o.w.cpu_us, h.pool_threads,
               o.quick ? "; quick" : "", o.scaling ? "; scaling run" : "");
+  if (group != nullptr) {
+    std::printf("spread over %d processes (MPI): each mode run's jobs split between them "
+                "(rank 0 %lld of %lld); the lines below are rank 0's\n",
+                group->size(), static_cast<long long>(jobs_of_rank(o.w.jobs, 0, group->size())),
+                static_cast<long long>(o.w.jobs));
+  }
   std::fflush(stdout);
 
-  dog.arm("warm-up and floor measurement", o.timeout_s);
-  warm_up(o.w, m.sms);
-  h.measured = measure_floor(o, m, stdout);
-  h.floor = compute_floor(o.w, h.measured);
-  dog.disarm();
+  // In a spread run the ranks measure their floor in turn, so that none measures a GPU or a
+  // link another one is using.
+  for (int turn = 0; turn < (group != nullptr ? group->size() : 1); ++turn) {
+    if (group != nullptr) {
+      group->barrier();
+    }
+    if (turn == rank) {
+      dog.arm("warm-up and floor measurement", o.timeout_s);
+      warm_up(o.w, m.sms);
+      h.measured = measure_floor(o, m, stdout);
+      h.floor = compute_floor(o.w, h.measured);
+      dog.disarm();
+    }
+  }
   std::printf("[floor] %.2f us per job, set by %s\n", h.floor.floor_us, h.floor.limit.c_str());
 
   const auto selected = select(registry, o.modes);
@@ -411,6 +555,7 @@ int run(int argc, char** argv) {
   std::fflush(stdout);
   host_work work(o.w, o.samples, checker);
   run_state st{o, checker, work, dog, m.sms, h.pool_threads};
+  st.group = group;
   std::vector<mode_run> runs;
   for (const mode_entry* e : selected) {
     const std::vector<int> levels = e->sequential ? std::vector<int>{1} : o.concurrency;
@@ -419,6 +564,14 @@ int run(int argc, char** argv) {
     }
   }
 
+  if (group != nullptr) {
+    const bool ok = report_spread(*group, h, runs, st.parts);
+    if (rank == 0) {
+      std::printf("%s\n",
+                  ok ? "all modes ran and checked on every rank" : "FAILED: see the lines above");
+    }
+    return ok ? 0 : exit_failed;
+  }
   std::printf("\n%s", format_table(runs, h.floor, o.scaling).c_str());
   bool ok = true;
   for (const mode_run& r : runs) {
@@ -440,11 +593,34 @@ int run(int argc, char** argv) {
 } // namespace cuawait::bench
 
 int main(int argc, char** argv) {
+  using namespace cuawait::bench;
+  process_group* group = nullptr;
+#if defined(CUAWAIT_BENCH_MPI)
+  // MPI only under a launcher: a plain start is the run of a build without MPI.
+  std::unique_ptr<mpi_group> mpi;
+  if (cuawait::mpi::launched_by_mpi()) {
+    try {
+      mpi = std::make_unique<mpi_group>(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", e.what());
+      return exit_failed;
+    }
+    group = mpi->size() > 1 ? mpi.get() : nullptr;
+  }
+#endif
   try {
-    return cuawait::bench::run(argc, argv);
+    return run(argc, argv, group);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "cuawait-bench-pipeline: %s\n", e.what());
-    return cuawait::bench::exit_failed;
+    std::fprintf(stderr, "cuawait-bench-pipeline: %s%s\n",
+                 group != nullptr ? ("rank " + std::to_string(group->rank()) + ": ").c_str() : "",
+                 e.what());
+#if defined(CUAWAIT_BENCH_MPI)
+    if (group != nullptr) {
+      std::fflush(stderr);
+      mpi_group::abort(exit_failed); // the other ranks may be waiting for this one
+    }
+#endif
+    return exit_failed;
   }
 }

@@ -28,6 +28,10 @@ public:
     return std::chrono::duration<double>(m_stop - m_start).count();
   }
   [[nodiscard]] bool valid() const noexcept { return m_stop > m_start; }
+  //! When the region started and stopped (a run spread over processes places every rank's
+  //! region on one time line, from the barrier that starts the run).
+  [[nodiscard]] clock::time_point started() const noexcept { return m_start; }
+  [[nodiscard]] clock::time_point stopped() const noexcept { return m_stop; }
 
 private:
   clock::time_point m_start{};

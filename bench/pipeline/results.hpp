@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -291,8 +292,10 @@ inline void write_run(json_writer& j, const mode_run& r, double floor_us, const 
 } // namespace detail
 
 //! The JSON document: parameters, machine, floor (measurements and terms), every run with
-//! its ratios, the best baseline and the overall verdict.
-[[nodiscard]] inline std::string make_json(const run_header& h, const std::vector<mode_run>& runs) {
+//! its ratios, the best baseline and the overall verdict; `extra`, when given, adds keys
+//! of its own at the end (a spread run's "spread").
+[[nodiscard]] inline std::string make_json(const run_header& h, const std::vector<mode_run>& runs,
+                                           const std::function<void(json_writer&)>& extra = {}) {
   json_writer j;
   j.begin_object();
   j.field("program", h.program).field("date_utc", h.date_utc).field("command_line", h.command_line);
@@ -311,6 +314,9 @@ inline void write_run(json_writer& j, const mode_run& r, double floor_us, const 
   }
   j.end_array();
   j.field("ok", all_ok);
+  if (extra) {
+    extra(j);
+  }
   j.end_object();
   return j.str() + "\n";
 }

@@ -10,5 +10,6 @@
 #include "cuawait/mpi/deadline.hpp"
 #include "cuawait/mpi/environment.hpp"
 #include "cuawait/mpi/error.hpp"
+#include "cuawait/mpi/gather.hpp"
 #include "cuawait/mpi/reactor.hpp"
 #include "cuawait/mpi/request.hpp"

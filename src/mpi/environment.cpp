@@ -3,6 +3,7 @@
 
 #include "cuawait/mpi/error.hpp"
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +27,16 @@ const char* level_name(int level) noexcept {
 }
 
 } // namespace
+
+bool launched_by_mpi() noexcept {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MV2_COMM_WORLD_SIZE"}) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
 
 int require_thread_level(const char* who) {
   int initialized = 0;

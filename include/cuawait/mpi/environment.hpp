@@ -49,6 +49,12 @@ private:
   bool m_owner = false;
 };
 
+//! True when this process was started by an MPI launcher (`mpiexec`, `mpirun`, `srun` with
+//! PMI): the launcher's variables are in its environment (Open MPI, PMIx, MPICH's Hydra,
+//! MVAPICH). Calls no MPI function, so a program can start MPI only under a launcher and
+//! run a plain start exactly as a build without MPI would.
+[[nodiscard]] bool launched_by_mpi() noexcept;
+
 //! Throws std::runtime_error unless MPI is initialised (and not finalised) at a thread
 //! level of at least `MPI_THREAD_SERIALIZED`; returns that level.
 int require_thread_level(const char* who);
