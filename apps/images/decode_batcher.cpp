@@ -6,7 +6,10 @@
 #include <cuawait/when_all.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 namespace cuawait::images {
@@ -15,10 +18,35 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// The whole number in `name`, or `fallback` when unset or not a number >= `least`.
+std::size_t env_count(const char* name, std::size_t fallback, unsigned long long least) {
+  const char* const text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    return fallback;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < least || *text == '-' ||
+      v > std::numeric_limits<std::uint32_t>::max()) {
+    return fallback;
+  }
+  return static_cast<std::size_t>(v);
+}
+
 // The event's wait with the awaiting coroutine's stop token, so that a deadline can end it.
 task<void> wait_set(async_event& e) { co_await e.wait(co_await get_stop_token()); }
 
 } // namespace
+
+decode_batch_settings decode_batch_settings_from_env(bool hardware) {
+  decode_batch_settings s;
+  s.options.max_batch = env_count("CUAWAIT_IMAGES_NVJPEG_BATCH", hardware ? 32 : 1, 1);
+  s.lanes = env_count("CUAWAIT_IMAGES_NVJPEG_LANES", 2, 1);
+  s.options.max_wait = std::chrono::microseconds(
+      env_count("CUAWAIT_IMAGES_NVJPEG_WAIT_US", static_cast<std::size_t>(s.options.max_wait.count()), 0));
+  return s;
+}
 
 // Queues the job once its coroutine is suspended, so that a lane may resume it at once.
 class decode_batcher::submit_awaiter {
@@ -50,6 +78,9 @@ decode_batcher::decode_batcher(batch_decoder& decoder, thread_pool& pool,
     : m_decoder(decoder), m_pool(pool), m_options(options) {
   if (m_options.max_batch == 0 || m_decoder.lanes() == 0) {
     throw std::invalid_argument("decode_batcher: needs max_batch >= 1 and a decoder with lanes");
+  }
+  for (std::size_t k = 0; k < m_decoder.lanes(); ++k) {
+    m_work.emplace_back();
   }
 }
 
@@ -93,7 +124,7 @@ void decode_batcher::queue(decode_job& job, std::coroutine_handle<> waiter, arri
     wake = m_waiting.size() == 1 || due_locked(job.m_arrived);
   }
   if (wake) {
-    m_work.set();
+    wake_lanes();
   }
 }
 
@@ -105,7 +136,7 @@ void decode_batcher::arrival_dropped() noexcept {
     wake = m_on_the_way == 0 && !m_waiting.empty();
   }
   if (wake) {
-    m_work.set();
+    wake_lanes();
   }
 }
 
@@ -114,7 +145,13 @@ void decode_batcher::close() {
     const std::lock_guard lock(m_mutex);
     m_closed = true;
   }
-  m_work.set();
+  wake_lanes();
+}
+
+void decode_batcher::wake_lanes() noexcept {
+  for (async_event& e : m_work) {
+    e.set();
+  }
 }
 
 bool decode_batcher::due_locked(clock::time_point now) const {
@@ -154,7 +191,7 @@ decode_batcher::take_status decode_batcher::take(std::vector<decode_job*>& batch
     wake = due_locked(now);
   }
   if (wake) {
-    m_work.set();
+    wake_lanes();
   }
   return take_status::batch;
 }
@@ -172,14 +209,14 @@ task<void> decode_batcher::lane(std::size_t index) {
   std::vector<decode_job*> batch;
   for (;;) {
     // Reset before looking: a submission after the look sets it again, so none is missed.
-    m_work.reset();
+    m_work[index].reset();
     clock::time_point due{};
     const take_status status = take(batch, due);
     if (status == take_status::closed) {
       co_return;
     }
     if (status == take_status::wait) {
-      co_await wait_for_work(due);
+      co_await wait_for_work(index, due);
       co_await m_pool.schedule(); // off the submitter's thread, which set the event
       continue;
     }
@@ -187,13 +224,13 @@ task<void> decode_batcher::lane(std::size_t index) {
   }
 }
 
-task<void> decode_batcher::wait_for_work(clock::time_point due) {
+task<void> decode_batcher::wait_for_work(std::size_t lane, clock::time_point due) {
   if (due == clock::time_point::max()) {
-    co_await m_work.wait();
+    co_await m_work[lane].wait();
     co_return;
   }
   try {
-    co_await with_deadline(wait_set(m_work), due, m_timers);
+    co_await with_deadline(wait_set(m_work[lane]), due, m_timers);
   } catch (const operation_cancelled&) {
     // The oldest job waited max_wait (operation_timed_out): its batch is due.
   }

@@ -89,6 +89,19 @@ struct decode_batch_options {
   std::chrono::microseconds max_wait{2000}; //!< the longest a job waits for company
 };
 
+//! The batched GPU decode's settings.
+struct decode_batch_settings {
+  decode_batch_options options;
+  std::size_t lanes = 2; //!< batches in flight at once (one decodes while the next gathers)
+};
+
+//! The settings from the environment: `CUAWAIT_IMAGES_NVJPEG_BATCH` (jobs per batch at
+//! most; default 32 where the decoder is the hardware backend, else 1: each image through
+//! the per-image path), `CUAWAIT_IMAGES_NVJPEG_LANES` (default 2) and
+//! `CUAWAIT_IMAGES_NVJPEG_WAIT_US` (max_wait, default 2000). A value that is not a whole
+//! number of at least 1 (0 for the wait) is ignored. `max_batch` 1 means no batching.
+[[nodiscard]] decode_batch_settings decode_batch_settings_from_env(bool hardware);
+
 //! What the batcher did.
 struct decode_batch_stats {
   std::uint64_t batches = 0;        //!< decoder calls for several jobs, plus lone jobs
@@ -168,7 +181,7 @@ private:
   enum class take_status { batch, wait, closed };
 
   task<void> lane(std::size_t index);
-  task<void> wait_for_work(std::chrono::steady_clock::time_point due);
+  task<void> wait_for_work(std::size_t lane, std::chrono::steady_clock::time_point due);
   take_status take(std::vector<decode_job*>& batch, std::chrono::steady_clock::time_point& due);
   [[nodiscard]] bool due_locked(std::chrono::steady_clock::time_point now) const;
   task<void> decode(std::size_t lane, std::vector<decode_job*>& batch);
@@ -176,6 +189,7 @@ private:
   void queue(decode_job& job, std::coroutine_handle<> waiter, arrival& a);
   void arrival_dropped() noexcept;
   void complete(decode_job& job);
+  void wake_lanes() noexcept;
 
   batch_decoder& m_decoder;
   thread_pool& m_pool;
@@ -185,7 +199,10 @@ private:
   std::size_t m_on_the_way = 0; // announced, not yet submitted or dropped
   bool m_closed = false;
   decode_batch_stats m_stats;
-  async_event m_work; // set when a batch may have become due; lanes reset it before looking
+  // One per lane, all set when a batch may have become due; a lane resets its own before
+  // it looks (one event for all would let a lane's reset swallow a wake-up another lane
+  // has not yet waited for).
+  std::deque<async_event> m_work;
   timer_service m_timers; // max_wait; made after the pool, gone before it
 };
 

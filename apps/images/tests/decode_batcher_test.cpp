@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -307,4 +308,27 @@ TEST(DecodeBatcher, StressEveryJobGetsItsOwnOutcome) {
   }
   EXPECT_EQ(out.stats.jobs, jobs.size());
   EXPECT_EQ(out.stats.refused + out.stats.errors + decoded, jobs.size());
+}
+
+TEST(DecodeBatcher, SettingsComeFromTheEnvironment) {
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_BATCH");
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_LANES");
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_WAIT_US");
+  EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 32U);
+  EXPECT_EQ(ci::decode_batch_settings_from_env(false).options.max_batch, 1U); // per image
+  EXPECT_EQ(ci::decode_batch_settings_from_env(true).lanes, 2U);
+  ::setenv("CUAWAIT_IMAGES_NVJPEG_BATCH", "64", 1);
+  ::setenv("CUAWAIT_IMAGES_NVJPEG_LANES", "3", 1);
+  ::setenv("CUAWAIT_IMAGES_NVJPEG_WAIT_US", "0", 1);
+  const ci::decode_batch_settings s = ci::decode_batch_settings_from_env(false);
+  EXPECT_EQ(s.options.max_batch, 64U);
+  EXPECT_EQ(s.lanes, 3U);
+  EXPECT_EQ(s.options.max_wait.count(), 0);
+  for (const char* bad : {"0", "-3", "x", "12x", ""}) {
+    ::setenv("CUAWAIT_IMAGES_NVJPEG_BATCH", bad, 1);
+    EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 32U) << bad;
+  }
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_BATCH");
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_LANES");
+  ::unsetenv("CUAWAIT_IMAGES_NVJPEG_WAIT_US");
 }
