@@ -43,8 +43,8 @@ decode_batch_settings decode_batch_settings_from_env(bool hardware) {
   decode_batch_settings s;
   s.options.max_batch = env_count("CUAWAIT_IMAGES_NVJPEG_BATCH", hardware ? 32 : 1, 1);
   s.lanes = env_count("CUAWAIT_IMAGES_NVJPEG_LANES", 2, 1);
-  s.options.max_wait = std::chrono::microseconds(
-      env_count("CUAWAIT_IMAGES_NVJPEG_WAIT_US", static_cast<std::size_t>(s.options.max_wait.count()), 0));
+  s.options.max_wait = std::chrono::microseconds(env_count(
+      "CUAWAIT_IMAGES_NVJPEG_WAIT_US", static_cast<std::size_t>(s.options.max_wait.count()), 0));
   return s;
 }
 
@@ -176,7 +176,8 @@ decode_batcher::take_status decode_batcher::take(std::vector<decode_job*>& batch
     }
     const int key = m_waiting.front()->key;
     batch.clear();
-    for (auto it = m_waiting.begin(); it != m_waiting.end() && batch.size() < m_options.max_batch;) {
+    for (auto it = m_waiting.begin();
+         it != m_waiting.end() && batch.size() < m_options.max_batch;) {
       if ((*it)->key == key) {
         batch.push_back(*it);
         it = m_waiting.erase(it);

@@ -263,7 +263,7 @@ task<bool> run_batch_decoded(gpu_context& ctx, int i, std::span<const std::uint8
     co_return false;
   }
   // Decoded: the lane awaited its work, so job.out is complete and may be read from any
-  // stream; it is freed (on the lane's stream) when this frame ends, after the stages.
+  // stream.
   cuda::stream_lease s = co_await ctx.streams.acquire();
   on_device_of(ctx);
   stream_slot& slot = ctx.slots[s.index()];
@@ -280,6 +280,10 @@ task<bool> run_batch_decoded(gpu_context& ctx, int i, std::span<const std::uint8
     std::rethrow_exception(failed);
   }
   co_await s;
+  // Freed now, behind the stages (done) on this stream: on the lane's stream the free
+  // would wait behind the lane's next batch.
+  job.out.set_stream(s);
+  job.out.reset();
   record_spans(ctx, s.index(), i, "gray"); // the decode's span is on the lane's track
   co_return true;
 }
@@ -337,10 +341,9 @@ task<image_shape> try_gpu_decoded(gpu_context& ctx, int i, std::span<const std::
   const image_shape shown{swap ? plan.stored.height : plan.stored.width,
                           swap ? plan.stored.width : plan.stored.height, plan.stored.channels};
   host.make_outputs(shown.pixel_count());
-  const bool decoded =
-      ctx.batcher != nullptr
-          ? co_await run_batch_decoded(ctx, i, file, plan, host, std::move(arrival))
-          : co_await run_gpu_decoded(ctx, i, file, plan, host);
+  const bool decoded = ctx.batcher != nullptr ? co_await run_batch_decoded(ctx, i, file, plan, host,
+                                                                           std::move(arrival))
+                                              : co_await run_gpu_decoded(ctx, i, file, plan, host);
   if (decoded) {
     ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
     co_return shown;
@@ -538,7 +541,8 @@ struct device_part {
       note = decoder == nullptr ? " (nvJPEG unavailable: " + why_not + ")" : std::string();
     }
     slots = std::vector<stream_slot>(stream_count); // after `streams`: freed on them first
-    if (decoder != nullptr && decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1) {
+    if (decoder != nullptr &&
+        decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1) {
       for (stream_slot& slot : slots) {
         slot.jpeg = decoder->make_state();
       }
@@ -694,7 +698,8 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
     }
   }
   const bool per_image_decode =
-      decoder != nullptr && decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1;
+      decoder != nullptr &&
+      decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1;
   std::vector<stream_slot> slots(stream_count); // after `streams`: freed on them first
   if (per_image_decode) {
     for (stream_slot& slot : slots) {
@@ -735,7 +740,8 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
     b.set_concurrency_note(note + "; JPEG decode on the GPU (nvJPEG " + decoder->backend_name() +
                            " backend): " + std::to_string(ctx.gpu_decoded.load()) + " images, " +
                            std::to_string(ctx.cpu_fallbacks.load()) +
-                           " JPEGs decoded on the CPU instead (refused by nvJPEG)" + batched.note());
+                           " JPEGs decoded on the CPU instead (refused by nvJPEG)" +
+                           batched.note());
   }
 }
 

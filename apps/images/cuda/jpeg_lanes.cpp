@@ -13,9 +13,8 @@ struct jpeg_lanes::lane {
   std::vector<jpeg_batch_item> items; // the last call's, kept to reuse their memory
 };
 
-jpeg_lanes::jpeg_lanes(const jpeg_decoder& decoder, std::size_t lanes,
-                       const gpu_timeline& timeline, const std::string& name,
-                       cuda::device_context* device)
+jpeg_lanes::jpeg_lanes(const jpeg_decoder& decoder, std::size_t lanes, const gpu_timeline& timeline,
+                       const std::string& name, cuda::device_context* device)
     : m_decoder(decoder), m_timeline(timeline), m_device(device) {
   for (std::size_t k = 0; k < lanes; ++k) {
     auto l = std::make_unique<lane>();

@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <random>
