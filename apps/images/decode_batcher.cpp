@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace cuawait::images {
 
@@ -122,9 +123,15 @@ void decode_batcher::queue(decode_job& job, std::coroutine_handle<> waiter, arri
     m_waiting.push_back(&job);
     // The first job starts a lane's clock; a due batch needs a lane now.
     wake = m_waiting.size() == 1 || due_locked(job.m_arrived);
+    if (wake) {
+      // Counted before the job is visible: a lane may serve it, its image end and the
+      // batcher close before the wake-up below is over; lanes do not end meanwhile.
+      m_waking.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (wake) {
     wake_lanes();
+    m_waking.fetch_sub(1, std::memory_order_release); // the batcher is not touched after
   }
 }
 
@@ -214,6 +221,10 @@ task<void> decode_batcher::lane(std::size_t index) {
     clock::time_point due{};
     const take_status status = take(batch, due);
     if (status == take_status::closed) {
+      // A submitter may still be waking the lanes after its job was served (see queue).
+      while (m_waking.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+      }
       co_return;
     }
     if (status == take_status::wait) {

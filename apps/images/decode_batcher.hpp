@@ -28,6 +28,7 @@
 #include <cuawait/thread_pool.hpp>
 #include <cuawait/timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -203,6 +204,7 @@ private:
   // it looks (one event for all would let a lane's reset swallow a wake-up another lane
   // has not yet waited for).
   std::deque<async_event> m_work;
+  std::atomic<int> m_waking{0}; // submitters still in wake_lanes() (see queue)
   timer_service m_timers; // max_wait; made after the pool, gone before it
 };
 
