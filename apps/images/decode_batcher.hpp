@@ -205,7 +205,7 @@ private:
   // has not yet waited for).
   std::deque<async_event> m_work;
   std::atomic<int> m_waking{0}; // submitters still in wake_lanes() (see queue)
-  timer_service m_timers; // max_wait; made after the pool, gone before it
+  timer_service m_timers;       // max_wait; made after the pool, gone before it
 };
 
 } // namespace cuawait::images
