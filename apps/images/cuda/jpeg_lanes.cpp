@@ -6,20 +6,30 @@
 namespace cuawait::images::gpu {
 
 struct jpeg_lanes::lane {
+  std::unique_ptr<jpeg_decoder> own; // the lane's own nvJPEG handle, when one could be made
+  const jpeg_decoder* decoder = nullptr;
   cuda::stream stream;
-  jpeg_state_ptr state;
-  event_pair marks; // around the lane's last decode call
+  jpeg_state_ptr state; // after `own`: destroyed before the handle it belongs to
+  event_pair marks;     // around the lane's last decode call
   int trace_lane = 0;
   std::vector<jpeg_batch_item> items; // the last call's, kept to reuse their memory
 };
 
 jpeg_lanes::jpeg_lanes(const jpeg_decoder& decoder, std::size_t lanes, const gpu_timeline& timeline,
                        const std::string& name, cuda::device_context* device)
-    : m_decoder(decoder), m_timeline(timeline), m_device(device) {
+    : m_timeline(timeline), m_device(device) {
   for (std::size_t k = 0; k < lanes; ++k) {
     auto l = std::make_unique<lane>();
-    l->state = decoder.make_state();
-    decoder.preallocate(*l->state);
+    // A handle per lane, so that two lanes' calls never wait for each other inside nvJPEG;
+    // the shared one where another handle of the same backend cannot be had.
+    std::string why_not;
+    l->own = jpeg_decoder::create(why_not);
+    if (l->own != nullptr && l->own->hardware() != decoder.hardware()) {
+      l->own.reset();
+    }
+    l->decoder = l->own != nullptr ? l->own.get() : &decoder;
+    l->state = l->decoder->make_state();
+    l->decoder->preallocate(*l->state);
     l->trace_lane = timeline.log().add_gpu_lane(name + " " + std::to_string(k), l->stream.get());
     m_lanes.push_back(std::move(l));
   }
@@ -40,7 +50,7 @@ bool jpeg_lanes::enqueue(lane& l, std::span<decode_job* const> jobs) {
     l.items.push_back({j.file, &j.plan, j.out.data()});
   }
   l.stream.record(l.marks.start());
-  const bool ok = m_decoder.decode_batch(*l.state, l.items, l.stream.get());
+  const bool ok = l.decoder->decode_batch(*l.state, l.items, l.stream.get());
   l.stream.record(l.marks.end());
   return ok;
 }
@@ -73,7 +83,7 @@ void jpeg_lanes::warm_up(std::span<const std::uint8_t> file, const jpeg_plan& pl
     // A scratch output, freed in stream order behind the decode.
     const cuda::device_buffer<std::uint8_t> out(plan.stored.bytes(), l->stream);
     const jpeg_batch_item item{file, &plan, out.data()};
-    (void)m_decoder.decode_batch(*l->state, {&item, 1}, l->stream.get());
+    (void)l->decoder->decode_batch(*l->state, {&item, 1}, l->stream.get());
   }
 }
 

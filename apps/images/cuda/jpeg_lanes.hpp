@@ -3,7 +3,8 @@
 
 //! @file
 //! `jpeg_lanes`: nvJPEG behind the program's `decode_batcher` (decode_batcher.hpp). Each
-//! lane has its own nvJPEG decode state, stream, timing events and trace lane; the batcher
+//! lane has its own nvJPEG handle (of the decoder's backend; the decoder's own where a second
+//! one cannot be made), decode state, stream, timing events and trace lane; the batcher
 //! uses a lane for one batch at a time, so a state is reused only after its previous batch
 //! finished (nvJPEG's rule), and two lanes let one batch decode while the next gathers.
 //! Each image of a batch is decoded into a device buffer of its own, allocated in stream
@@ -63,7 +64,6 @@ private:
   struct lane;
   bool enqueue(lane& l, std::span<decode_job* const> jobs);
 
-  const jpeg_decoder& m_decoder;
   const gpu_timeline& m_timeline;
   cuda::device_context* m_device;
   std::vector<std::unique_ptr<lane>> m_lanes;
