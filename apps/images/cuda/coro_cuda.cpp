@@ -8,12 +8,18 @@
 // With --devices naming several devices, one runtime serves them all: each device has its
 // own stream pool, stream slots, nvJPEG decoder and timeline, and a device_scheduler gives
 // each image (once the memory gate let it in) the device with the fewest images in flight.
+//
+// With GPU decode on nvJPEG's hardware backend, images are decoded in batches: each image
+// submits its file to a decode_batcher and awaits its own outcome; the batcher's lanes
+// (coroutines on the pool, jpeg_lanes.hpp) decode a batch with one nvJPEG call each.
 
 #include "batch.hpp"
 #include "codec.hpp"
 #include "coro_mode.hpp"
+#include "decode_batcher.hpp"
 #include "gpu_timeline.hpp"
 #include "jpeg_decoder.hpp"
+#include "jpeg_lanes.hpp"
 #include "kernels.cuh"
 #include "memory_gate.hpp"
 
@@ -25,6 +31,7 @@
 #include <cuawait/cuda/stream_pool.hpp>
 #include <cuawait/runtime.hpp>
 #include <cuawait/task.hpp>
+#include <cuawait/when_all.hpp>
 
 #include <algorithm>
 #include <array>
@@ -133,6 +140,10 @@ struct gpu_context {
   //! With several devices: this device's context, made current after each stream lease (the
   //! lease may resume on a worker with another device current). Null with one device.
   cuda::device_context* device = nullptr;
+  //! With batched GPU decode: the batcher the images submit to, and its nvJPEG lanes.
+  //! Null: each image decodes on the stream it leased (`run_gpu_decoded`).
+  decode_batcher* batcher = nullptr;
+  gpu::jpeg_lanes* jpeg_lanes = nullptr;
 };
 
 // After a stream lease: with several devices, the image's device current again (its
@@ -143,17 +154,17 @@ void on_device_of(const gpu_context& ctx) {
   }
 }
 
-// Enqueues, behind the 8-bit image on its way into d.raw (uploaded or being decoded, after
-// mark 0), the gray conversion with the orientation, blur, Sobel + histogram and the
-// download, between timing marks 1-4.
+// Enqueues, behind the 8-bit image on its way into `raw` (d.raw uploaded or being decoded,
+// after mark 0; or a batch's output, decoded already), the gray conversion with the
+// orientation, blur, Sobel + histogram and the download, between timing marks 1-4.
 void enqueue_stages(cuda::stream_ref s, stream_slot& d, host_buffers& host,
-                    const image_shape& stored, int orientation) {
+                    const image_shape& stored, int orientation, const std::uint8_t* raw) {
   const bool swap = orientation >= 5 && orientation <= 8;
   const int w = swap ? stored.height : stored.width;
   const int h = swap ? stored.width : stored.height;
   const std::size_t n = stored.pixel_count();
-  gpu::launch_gray(d.raw.data(), stored.width, stored.height, stored.channels, orientation,
-                   d.in.data(), s.get());
+  gpu::launch_gray(raw, stored.width, stored.height, stored.channels, orientation, d.in.data(),
+                   s.get());
   d.marks.mark(1, s);
   gpu::launch_blur(d.in.data(), d.tmp.data(), d.blurred.data(), w, h, s.get());
   d.marks.mark(2, s);
@@ -186,7 +197,7 @@ task<void> run_on_gpu(gpu_context& ctx, int i, host_buffers& host, const image_s
   try {
     slot.marks.mark(0, s);
     (void)s.copy(slot.raw.data(), host.in.data(), shape.bytes());
-    enqueue_stages(s, slot, host, shape, 1);
+    enqueue_stages(s, slot, host, shape, 1, slot.raw.data());
   } catch (...) {
     failed = std::current_exception();
   }
@@ -216,7 +227,7 @@ task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t
     slot.marks.mark(0, s);
     decoded = ctx.decoder->decode(*slot.jpeg, file, plan, slot.raw.data(), s.get());
     if (decoded) {
-      enqueue_stages(s, slot, host, plan.stored, plan.orientation);
+      enqueue_stages(s, slot, host, plan.stored, plan.orientation, slot.raw.data());
     }
   } catch (...) {
     failed = std::current_exception();
@@ -236,8 +247,50 @@ task<bool> run_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t
   co_return decoded;
 }
 
+// The batched decode of a file nvJPEG planned: submitted to the batcher with the image's
+// arrival, awaited, then the stages on a leased stream, reading the batch's output. False
+// when nvJPEG refused the file (the caller decodes it on the CPU). `file` stays alive in
+// the caller's frame until this returns.
+task<bool> run_batch_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
+                             const gpu::jpeg_plan& plan, host_buffers& host,
+                             decode_batcher::arrival arrival) {
+  gpu::jpeg_job job;
+  job.key = plan.stored.channels; // one output format per nvJPEG call
+  job.file = file;
+  job.plan = plan;
+  job.image = i;
+  if (co_await ctx.batcher->submit(std::move(arrival), job) == decode_result::refused) {
+    co_return false;
+  }
+  // Decoded: the lane awaited its work, so job.out is complete and may be read from any
+  // stream.
+  cuda::stream_lease s = co_await ctx.streams.acquire();
+  on_device_of(ctx);
+  stream_slot& slot = ctx.slots[s.index()];
+  slot.reserve(plan.stored.pixel_count(), s);
+  std::exception_ptr failed;
+  try {
+    slot.marks.mark(0, s);
+    enqueue_stages(s, slot, host, plan.stored, plan.orientation, job.out.data());
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  if (failed) {
+    (void)co_await s.drain().try_await(); // copies may be writing the host buffers
+    std::rethrow_exception(failed);
+  }
+  co_await s;
+  // Freed now, behind the stages (done) on this stream: on the lane's stream the free
+  // would wait behind the lane's next batch.
+  job.out.set_stream(s);
+  job.out.reset();
+  record_spans(ctx, s.index(), i, "gray"); // the decode's span is on the lane's track
+  co_return true;
+}
+
 // Reads job `i`'s file and plans its GPU decode; nullopt when the CPU decodes it (a
-// synthetic image, not a JPEG, or one nvJPEG will not take).
+// synthetic image, not a JPEG, or one nvJPEG will not take; with batching, also one the
+// hardware backend does not take: the per-image path would refuse it too).
 std::optional<gpu::jpeg_plan> plan_gpu_decode(gpu_context& ctx, int i,
                                               std::vector<std::uint8_t>& file) {
   const job& j = ctx.b.jobs()[static_cast<std::size_t>(i)];
@@ -247,6 +300,9 @@ std::optional<gpu::jpeg_plan> plan_gpu_decode(gpu_context& ctx, int i,
   const scoped_span span(ctx.b.log(), i, "read");
   file = read_file_bytes(j.source, ctx.b.config().limits);
   std::optional<gpu::jpeg_plan> plan = ctx.decoder->plan(file, ctx.b.config().limits.max_pixels);
+  if (plan && ctx.batcher != nullptr && !ctx.decoder->batch_supported(file)) {
+    plan.reset();
+  }
   if (!plan && file.size() >= 2 && file[0] == 0xff && file[1] == 0xd8) {
     ctx.cpu_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
@@ -276,14 +332,19 @@ task<image_shape> run_cpu_decoded(gpu_context& ctx, int i, std::vector<std::uint
   co_return shape;
 }
 
-// The GPU-decoded way; an empty shape when nvJPEG refused the file.
+// The GPU-decoded way, batched when the context has a batcher; an empty shape when nvJPEG
+// refused the file.
 task<image_shape> try_gpu_decoded(gpu_context& ctx, int i, std::span<const std::uint8_t> file,
-                                  const gpu::jpeg_plan& plan, host_buffers& host) {
+                                  const gpu::jpeg_plan& plan, host_buffers& host,
+                                  decode_batcher::arrival arrival) {
   const bool swap = plan.orientation >= 5 && plan.orientation <= 8;
   const image_shape shown{swap ? plan.stored.height : plan.stored.width,
                           swap ? plan.stored.width : plan.stored.height, plan.stored.channels};
   host.make_outputs(shown.pixel_count());
-  if (co_await run_gpu_decoded(ctx, i, file, plan, host)) {
+  const bool decoded = ctx.batcher != nullptr ? co_await run_batch_decoded(ctx, i, file, plan, host,
+                                                                           std::move(arrival))
+                                              : co_await run_gpu_decoded(ctx, i, file, plan, host);
+  if (decoded) {
     ctx.gpu_decoded.fetch_add(1, std::memory_order_relaxed);
     co_return shown;
   }
@@ -293,13 +354,20 @@ task<image_shape> try_gpu_decoded(gpu_context& ctx, int i, std::span<const std::
 
 // One image, start to end, as the sequential pipeline it is.
 task<void> run_image(gpu_context& ctx, int i) {
+  // With batching, the image counts as on its way to the batcher from now until it submits
+  // or turns to the CPU decoder, so that a batch waits for it only meanwhile.
+  decode_batcher::arrival arrival;
+  if (ctx.batcher != nullptr && !ctx.b.jobs()[static_cast<std::size_t>(i)].source.empty()) {
+    arrival = ctx.batcher->announce();
+  }
   std::vector<std::uint8_t> file; // with GPU decode: the file's bytes
   const std::optional<gpu::jpeg_plan> plan = plan_gpu_decode(ctx, i, file);
   host_buffers host;
   image_shape shape;
   if (plan) {
-    shape = co_await try_gpu_decoded(ctx, i, file, *plan, host);
+    shape = co_await try_gpu_decoded(ctx, i, file, *plan, host, std::move(arrival));
   }
+  arrival.drop(); // not submitted: decoded on the CPU
   if (shape.pixel_count() == 0) {
     shape = co_await run_cpu_decoded(ctx, i, file, host);
   }
@@ -349,6 +417,12 @@ std::vector<std::uint8_t> warm_up_decoder(gpu_context& ctx) {
   if (!plan) {
     return file;
   }
+  if (ctx.jpeg_lanes != nullptr) {
+    if (ctx.decoder->batch_supported(file)) {
+      ctx.jpeg_lanes->warm_up(file, *plan);
+    }
+    return file;
+  }
   for (std::size_t k = 0; k < ctx.streams.size(); ++k) {
     ctx.slots[k].reserve(plan->stored.pixel_count(), ctx.streams.at(k));
     (void)ctx.decoder->decode(*ctx.slots[k].jpeg, file, *plan, ctx.slots[k].raw.data(),
@@ -365,7 +439,8 @@ std::vector<std::uint8_t> warm_up_decoder(gpu_context& ctx) {
 //   about 1 ms per 4 MiB block): allocated once and returned, so the run only reuses them;
 // - each kernel launched once (CUDA loads a kernel's module on its first launch);
 // - each stream awaited once (the reactor's per-stream state);
-// - with GPU decode, each stream's nvJPEG state used once (warm_up_decoder).
+// - with GPU decode, each stream's (or with batching, each lane's) nvJPEG state used once
+//   (warm_up_decoder).
 task<void> warm_up(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) {
   std::vector<host_buffers> held;
   if (pixels > 0) {
@@ -390,19 +465,70 @@ task<void> warm_up(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) 
   for (std::size_t k = 0; k < ctx.streams.size(); ++k) {
     co_await ctx.streams.at(k);
   }
+  if (ctx.jpeg_lanes != nullptr) {
+    for (std::size_t k = 0; k < ctx.jpeg_lanes->lanes(); ++k) {
+      co_await ctx.jpeg_lanes->finish(k);
+    }
+  }
   // `file` and `held` die here, after every copy from or into it completed: its blocks go back to
   // the pool without a fence, ready for the first images.
 }
 
-task<void> run_all(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) {
-  co_await warm_up(ctx, pixels, in_flight);
-  ctx.b.start_clock();
+// Closes the batchers when the images are done, however that happens: their lanes then end.
+struct close_batchers {
+  std::vector<decode_batcher*> batchers;
+  explicit close_batchers(std::vector<decode_batcher*> b) : batchers(std::move(b)) {}
+  close_batchers(const close_batchers&) = delete;
+  close_batchers& operator=(const close_batchers&) = delete;
+  ~close_batchers() {
+    for (decode_batcher* b : batchers) {
+      b->close();
+    }
+  }
+};
+
+task<void> run_images(gpu_context& ctx) {
+  const close_batchers closing{ctx.batcher != nullptr ? std::vector<decode_batcher*>{ctx.batcher}
+                                                      : std::vector<decode_batcher*>{}};
   async_scope scope;
   for (int i = 0; i < static_cast<int>(ctx.b.jobs().size()); ++i) {
     scope.spawn(process_on_gpu(ctx, i));
   }
   co_await scope.join();
 }
+
+task<void> run_all(gpu_context& ctx, std::size_t pixels, std::size_t in_flight) {
+  co_await warm_up(ctx, pixels, in_flight);
+  ctx.b.start_clock();
+  if (ctx.batcher != nullptr) {
+    co_await when_all(ctx.batcher->run(), run_images(ctx));
+  } else {
+    co_await run_images(ctx);
+  }
+}
+
+// The batched decode, where the decoder and the settings ask for it: its lanes and batcher.
+struct batched_decode {
+  std::unique_ptr<gpu::jpeg_lanes> lanes;
+  std::unique_ptr<decode_batcher> batcher; // after `lanes`: destroyed first
+  //! Made with the decoder's device current; `device` as for jpeg_lanes.
+  batched_decode(const gpu::jpeg_decoder* decoder, runtime& rt, const gpu::gpu_timeline& timeline,
+                 const std::string& name, cuda::device_context* device) {
+    if (decoder == nullptr) {
+      return;
+    }
+    const decode_batch_settings s = decode_batch_settings_from_env(decoder->hardware());
+    if (s.options.max_batch <= 1) {
+      return;
+    }
+    lanes = std::make_unique<gpu::jpeg_lanes>(*decoder, s.lanes, timeline, name, device);
+    batcher = std::make_unique<decode_batcher>(*lanes, rt.pool(), s.options);
+  }
+  //! For the summary: "; decode batches: ..." or nothing.
+  [[nodiscard]] std::string note() const {
+    return batcher != nullptr ? "; nvJPEG batches: " + batcher->summary() : std::string();
+  }
+};
 
 // Everything one device of a run over several devices keeps; made with the device current.
 struct device_part {
@@ -415,14 +541,19 @@ struct device_part {
       note = decoder == nullptr ? " (nvJPEG unavailable: " + why_not + ")" : std::string();
     }
     slots = std::vector<stream_slot>(stream_count); // after `streams`: freed on them first
-    if (decoder != nullptr) {
+    if (decoder != nullptr &&
+        decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1) {
       for (stream_slot& slot : slots) {
         slot.jpeg = decoder->make_state();
       }
     }
     timeline = std::make_unique<gpu::gpu_timeline>(b.log(), streams.at(0).get());
+    batched = std::make_unique<batched_decode>(
+        decoder.get(), rt, *timeline, "GPU " + std::to_string(c.device()) + " nvJPEG lane", &c);
     ctx.reset(new gpu_context{b, rt, streams, slots, gate, *timeline, decoder.get(), {}});
     ctx->device = &c;
+    ctx->batcher = batched->batcher.get();
+    ctx->jpeg_lanes = batched->lanes.get();
     for (std::size_t k = 0; k < streams.size(); ++k) {
       ctx->lanes.push_back(b.log().add_gpu_lane("GPU " + std::to_string(c.device()) + " stream " +
                                                 std::to_string(k)));
@@ -433,6 +564,7 @@ struct device_part {
   std::string note; // why nvJPEG is not used, when asked for
   std::vector<stream_slot> slots;
   std::unique_ptr<gpu::gpu_timeline> timeline;
+  std::unique_ptr<batched_decode> batched; // after `timeline` and `decoder`: destroyed first
   std::unique_ptr<gpu_context> ctx;
 };
 
@@ -458,6 +590,21 @@ task<void> process_on_devices(std::vector<std::unique_ptr<device_part>>& parts,
   }
 }
 
+task<void> run_images_devices(std::vector<std::unique_ptr<device_part>>& parts,
+                              cuda::device_scheduler& sched) {
+  close_batchers closing({});
+  for (const std::unique_ptr<device_part>& p : parts) {
+    if (p->batched->batcher != nullptr) {
+      closing.batchers.push_back(p->batched->batcher.get());
+    }
+  }
+  async_scope scope;
+  for (int i = 0; i < static_cast<int>(parts.front()->ctx->b.jobs().size()); ++i) {
+    scope.spawn(process_on_devices(parts, sched, i));
+  }
+  co_await scope.join();
+}
+
 task<void> run_all_devices(runtime& rt, std::vector<std::unique_ptr<device_part>>& parts,
                            cuda::device_scheduler& sched, std::size_t pixels,
                            std::size_t in_flight) {
@@ -467,11 +614,14 @@ task<void> run_all_devices(runtime& rt, std::vector<std::unique_ptr<device_part>
   }
   rt.context().make_current();
   parts.front()->ctx->b.start_clock();
-  async_scope scope;
-  for (int i = 0; i < static_cast<int>(parts.front()->ctx->b.jobs().size()); ++i) {
-    scope.spawn(process_on_devices(parts, sched, i));
+  std::vector<task<void>> work;
+  for (const std::unique_ptr<device_part>& p : parts) {
+    if (p->batched->batcher != nullptr) {
+      work.push_back(p->batched->batcher->run());
+    }
   }
-  co_await scope.join();
+  work.push_back(run_images_devices(parts, sched));
+  co_await when_all(std::move(work));
 }
 
 // The coroutine mode over the several devices of `b.config().devices`.
@@ -505,6 +655,9 @@ void run_coro_devices(batch& b, std::size_t memory_budget, std::size_t stream_co
   for (std::size_t k = 0; k < parts.size(); ++k) {
     per_device += " " + std::to_string(rt.devices()[k]) + ": " +
                   std::to_string(sched.completed(k)) + parts[k]->note;
+    if (parts[k]->batched->batcher != nullptr) {
+      per_device += " (nvJPEG batches: " + parts[k]->batched->batcher->summary() + ")";
+    }
     gpu_decoded += parts[k]->ctx->gpu_decoded.load();
     fallbacks += parts[k]->ctx->cpu_fallbacks.load();
   }
@@ -544,15 +697,21 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
       decode_note += " (nvJPEG unavailable: " + why_not + ")";
     }
   }
+  const bool per_image_decode =
+      decoder != nullptr &&
+      decode_batch_settings_from_env(decoder->hardware()).options.max_batch <= 1;
   std::vector<stream_slot> slots(stream_count); // after `streams`: freed on them first
-  if (decoder != nullptr) {
+  if (per_image_decode) {
     for (stream_slot& slot : slots) {
       slot.jpeg = decoder->make_state();
     }
   }
   memory_gate gate(memory_budget);
   const gpu::gpu_timeline timeline(b.log(), streams.at(0).get());
+  const batched_decode batched(decoder.get(), rt, timeline, "nvJPEG lane", nullptr);
   gpu_context ctx{b, rt, streams, slots, gate, timeline, decoder.get(), {}};
+  ctx.batcher = batched.batcher.get();
+  ctx.jpeg_lanes = batched.lanes.get();
   for (std::size_t k = 0; k < streams.size(); ++k) {
     ctx.lanes.push_back(
         b.log().add_gpu_lane("GPU stream " + std::to_string(k), streams.at(k).get()));
@@ -581,7 +740,8 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
     b.set_concurrency_note(note + "; JPEG decode on the GPU (nvJPEG " + decoder->backend_name() +
                            " backend): " + std::to_string(ctx.gpu_decoded.load()) + " images, " +
                            std::to_string(ctx.cpu_fallbacks.load()) +
-                           " JPEGs decoded on the CPU instead (refused by nvJPEG)");
+                           " JPEGs decoded on the CPU instead (refused by nvJPEG)" +
+                           batched.note());
   }
 }
 

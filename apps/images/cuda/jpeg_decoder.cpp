@@ -2,9 +2,9 @@
 // JPEG decoding on the GPU with nvJPEG (see jpeg_decoder.hpp). Every nvJPEG call is in this
 // file, behind CUAWAIT_IMAGES_NVJPEG, which the build defines only where it found nvJPEG.
 //
-// One image at a time per state, through the batched API with a batch of one: it is the
-// API the hardware backend serves, and each coroutine decodes its own image on the stream
-// it leased, so images are batched across streams, not within one call.
+// Two ways through the batched API (the one the hardware backend serves): a batch of one
+// image on the stream an image leased (`decode`), or a batch of many images gathered by the
+// program's decode batcher on one of its lanes (`decode_batch`).
 
 #include "jpeg_decoder.hpp"
 
@@ -15,10 +15,12 @@
 #endif
 
 #include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace cuawait::images::gpu {
 
@@ -62,7 +64,32 @@ void check(nvjpegStatus_t s, const char* what) {
 struct jpeg_decoder::impl {
   nvjpegHandle_t handle = nullptr;
   bool hardware = false;
+  // Bitstream handles for `batch_supported`, which any pool thread may call: one per
+  // concurrent caller, made on demand and kept for reuse.
+  std::mutex parsers_mutex;
+  std::vector<nvjpegJpegStream_t> parsers;
+
+  nvjpegJpegStream_t take_parser() {
+    {
+      const std::lock_guard lock(parsers_mutex);
+      if (!parsers.empty()) {
+        nvjpegJpegStream_t p = parsers.back();
+        parsers.pop_back();
+        return p;
+      }
+    }
+    nvjpegJpegStream_t p = nullptr;
+    return nvjpegJpegStreamCreate(handle, &p) == NVJPEG_STATUS_SUCCESS ? p : nullptr;
+  }
+  void give_back(nvjpegJpegStream_t p) {
+    const std::lock_guard lock(parsers_mutex);
+    parsers.push_back(p);
+  }
+
   ~impl() {
+    for (nvjpegJpegStream_t p : parsers) {
+      (void)nvjpegJpegStreamDestroy(p);
+    }
     if (handle != nullptr) {
       (void)nvjpegDestroy(handle);
     }
@@ -73,6 +100,11 @@ struct jpeg_state {
   nvjpegJpegState_t state = nullptr;
   nvjpegJpegStream_t stream = nullptr; // the parsed file, for the hardware support check
   int format = -1;                     // output format the batched decoder is set up for
+  int batch = 0;                       // and the batch size
+  // The arguments of the last call, kept to reuse their memory.
+  std::vector<const unsigned char*> data;
+  std::vector<std::size_t> lengths;
+  std::vector<nvjpegImage_t> images;
 };
 
 void jpeg_state_deleter::operator()(jpeg_state* s) const noexcept {
@@ -118,6 +150,8 @@ const char* jpeg_decoder::backend_name() const noexcept {
   return m_impl->hardware ? "hardware" : "default";
 }
 
+bool jpeg_decoder::hardware() const noexcept { return m_impl->hardware; }
+
 std::optional<jpeg_plan> jpeg_decoder::plan(std::span<const std::uint8_t> file,
                                             std::uint64_t max_pixels) const {
   const std::size_t n = file.size();
@@ -149,39 +183,95 @@ jpeg_state_ptr jpeg_decoder::make_state() const {
   return s;
 }
 
-bool jpeg_decoder::decode(jpeg_state& state, std::span<const std::uint8_t> file,
-                          const jpeg_plan& plan, std::uint8_t* out, cudaStream_t s) const {
-  nvjpegHandle_t h = m_impl->handle;
-  const unsigned char* data = file.data();
-  std::size_t length = file.size();
-  if (m_impl->hardware) {
-    // The engines take baseline files only; the others go to the CPU decoder.
-    int unsupported = 1; // 0 means supported
-    if (nvjpegJpegStreamParse(h, data, length, 0, 0, state.stream) != NVJPEG_STATUS_SUCCESS ||
-        nvjpegDecodeBatchedSupported(h, state.stream, &unsupported) != NVJPEG_STATUS_SUCCESS ||
-        unsupported != 0) {
-      return false;
-    }
+namespace {
+
+// The hardware support check on a parsed copy of the file's headers.
+bool engines_take(nvjpegHandle_t h, nvjpegJpegStream_t stream, std::span<const std::uint8_t> file) {
+  int unsupported = 1; // 0 means supported
+  return nvjpegJpegStreamParse(h, file.data(), file.size(), 0, 0, stream) ==
+             NVJPEG_STATUS_SUCCESS &&
+         nvjpegDecodeBatchedSupported(h, stream, &unsupported) == NVJPEG_STATUS_SUCCESS &&
+         unsupported == 0;
+}
+
+} // namespace
+
+bool jpeg_decoder::batch_supported(std::span<const std::uint8_t> file) const {
+  if (!m_impl->hardware) {
+    return true;
   }
+  nvjpegJpegStream_t parser = m_impl->take_parser();
+  if (parser == nullptr) {
+    return false;
+  }
+  const bool ok = engines_take(m_impl->handle, parser, file);
+  m_impl->give_back(parser);
+  return ok;
+}
+
+void jpeg_decoder::preallocate(jpeg_state& state) const {
+  if (!m_impl->hardware) {
+    return;
+  }
+  // The smallest hints, as nvImageCodec and DALI pass by default: what helps is that the
+  // engines' buffers come from nvJPEG's pool, whatever the sizes.
+  (void)nvjpegDecodeBatchedPreAllocate(m_impl->handle, state.state, 1, 1, 1, NVJPEG_CSS_444,
+                                       NVJPEG_OUTPUT_RGBI);
+  (void)cudaGetLastError();
+}
+
+bool jpeg_decoder::decode_batch(jpeg_state& state, std::span<const jpeg_batch_item> items,
+                                cudaStream_t s) const {
+  if (items.empty()) {
+    return true;
+  }
+  nvjpegHandle_t h = m_impl->handle;
   const nvjpegOutputFormat_t format =
-      plan.stored.channels == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
-  if (state.format != static_cast<int>(format)) {
-    if (nvjpegDecodeBatchedInitialize(h, state.state, 1, 1, format) != NVJPEG_STATUS_SUCCESS) {
+      items.front().plan->stored.channels == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
+  const int n = static_cast<int>(items.size());
+  // nvJPEG decodes exactly the batch size it was initialised for, in one output format.
+  if (state.format != static_cast<int>(format) || state.batch != n) {
+    if (nvjpegDecodeBatchedInitialize(h, state.state, n, 1, format) != NVJPEG_STATUS_SUCCESS) {
       state.format = -1;
+      state.batch = 0;
+      (void)cudaGetLastError();
       return false;
     }
     state.format = static_cast<int>(format);
+    state.batch = n;
   }
-  nvjpegImage_t image{};
-  using pitch_t = std::remove_reference_t<decltype(image.pitch[0])>;
-  image.channel[0] = out;
-  image.pitch[0] =
-      static_cast<pitch_t>(plan.stored.width) * static_cast<pitch_t>(plan.stored.channels);
-  if (nvjpegDecodeBatched(h, state.state, &data, &length, &image, s) != NVJPEG_STATUS_SUCCESS) {
+  state.data.clear();
+  state.lengths.clear();
+  state.images.clear();
+  for (const jpeg_batch_item& item : items) {
+    nvjpegImage_t image{};
+    using pitch_t = std::remove_reference_t<decltype(image.pitch[0])>;
+    image.channel[0] = item.out;
+    image.pitch[0] = static_cast<pitch_t>(item.plan->stored.width) *
+                     static_cast<pitch_t>(item.plan->stored.channels);
+    state.data.push_back(item.file.data());
+    state.lengths.push_back(item.file.size());
+    state.images.push_back(image);
+  }
+  if (nvjpegDecodeBatched(h, state.state, state.data.data(), state.lengths.data(),
+                          state.images.data(), s) != NVJPEG_STATUS_SUCCESS) {
     (void)cudaGetLastError();
+    // nvJPEG's header: initialisation also resets a failed batch; force it next call.
+    state.format = -1;
+    state.batch = 0;
     return false;
   }
   return true;
+}
+
+bool jpeg_decoder::decode(jpeg_state& state, std::span<const std::uint8_t> file,
+                          const jpeg_plan& plan, std::uint8_t* out, cudaStream_t s) const {
+  // The engines take baseline files only; the others go to the CPU decoder.
+  if (m_impl->hardware && !engines_take(m_impl->handle, state.stream, file)) {
+    return false;
+  }
+  const jpeg_batch_item item{file, &plan, out};
+  return decode_batch(state, {&item, 1}, s);
 }
 
 #else // no nvJPEG in this build
@@ -199,6 +289,17 @@ std::unique_ptr<jpeg_decoder> jpeg_decoder::create(std::string& why_not) {
 }
 
 const char* jpeg_decoder::backend_name() const noexcept { return "none"; }
+
+bool jpeg_decoder::hardware() const noexcept { return false; }
+
+bool jpeg_decoder::batch_supported(std::span<const std::uint8_t> /*file*/) const { return false; }
+
+void jpeg_decoder::preallocate(jpeg_state& /*state*/) const {}
+
+bool jpeg_decoder::decode_batch(jpeg_state& /*state*/, std::span<const jpeg_batch_item> /*items*/,
+                                cudaStream_t /*s*/) const {
+  return false;
+}
 
 std::optional<jpeg_plan> jpeg_decoder::plan(std::span<const std::uint8_t> /*file*/,
                                             std::uint64_t /*max_pixels*/) const {

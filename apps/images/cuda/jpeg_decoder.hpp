@@ -30,8 +30,17 @@ struct jpeg_plan {
 };
 
 //! One decoder's per-stream state (nvJPEG's decode state and bitstream handle), used by one
-//! image at a time: the image that leases the stream it belongs to.
+//! call at a time: the image that leases the stream it belongs to, or a batch lane's batch.
+//! A call may reuse it only once the work of the previous call has completed.
 struct jpeg_state;
+
+//! One image of a batched decode: all of its file's bytes, its plan, and where its pixels
+//! go (device memory, `plan->stored.bytes()` bytes, rows packed, RGB interleaved or gray).
+struct jpeg_batch_item {
+  std::span<const std::uint8_t> file;
+  const jpeg_plan* plan = nullptr;
+  std::uint8_t* out = nullptr;
+};
 
 //! Destroys a `jpeg_state`.
 struct jpeg_state_deleter {
@@ -58,6 +67,8 @@ public:
 
   //! "hardware" or "default": the nvJPEG backend in use.
   [[nodiscard]] const char* backend_name() const noexcept;
+  //! True when the hardware backend (the GPU's JPEG engines) is in use.
+  [[nodiscard]] bool hardware() const noexcept;
 
   //! CPU, any thread: the plan for decoding `file` (all of a file's bytes) on the GPU, or
   //! nullopt when the CPU decoder should take it: not a JPEG, a header nvJPEG cannot read,
@@ -66,8 +77,28 @@ public:
   [[nodiscard]] std::optional<jpeg_plan> plan(std::span<const std::uint8_t> file,
                                               std::uint64_t max_pixels) const;
 
+  //! CPU, any thread: whether the batched decoder takes `file` (a file `plan` accepted).
+  //! With the hardware backend, `nvjpegDecodeBatchedSupported` on the parsed file: the
+  //! engines take baseline files with the usual subsamplings only (progressive ones go to
+  //! the CPU decoder). Always true with the default backend.
+  [[nodiscard]] bool batch_supported(std::span<const std::uint8_t> file) const;
+
   //! A new per-stream state. @throws std::runtime_error when nvJPEG fails
   [[nodiscard]] jpeg_state_ptr make_state() const;
+
+  //! Asks nvJPEG to set up `state`'s internal buffers now (hardware backend; best effort,
+  //! as NVIDIA's own decoders do: the engines' buffers then come from a pool). Untimed
+  //! setup, before the state's first batch.
+  void preallocate(jpeg_state& state) const;
+
+  //! Enqueues on `s` the decode of `items` by one `nvjpegDecodeBatched` call with `state`,
+  //! which is (re)initialised when the batch's size or output format differs from its
+  //! previous call's. Every item must have the same channels. The files must stay alive and
+  //! unchanged until the work on `s` completes. Returns false when nvJPEG refuses the batch
+  //! as a whole (then nothing usable was written, and the state is reset for its next call);
+  //! a file the hardware backend does not take (`batch_supported`) may be refused this way.
+  [[nodiscard]] bool decode_batch(jpeg_state& state, std::span<const jpeg_batch_item> items,
+                                  cudaStream_t s) const;
 
   //! Enqueues on `s` the decode of `file` into `out` (device, `plan.stored.bytes()` bytes,
   //! rows packed, RGB interleaved or gray), with `state`. `file` must stay alive and

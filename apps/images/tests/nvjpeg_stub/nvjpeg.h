@@ -86,6 +86,10 @@ nvjpegStatus_t nvjpegDecodeBatchedSupported(nvjpegHandle_t handle, nvjpegJpegStr
 nvjpegStatus_t nvjpegDecodeBatchedInitialize(nvjpegHandle_t handle, nvjpegJpegState_t jpeg_handle,
                                              int batch_size, int max_cpu_threads,
                                              nvjpegOutputFormat_t output_format);
+nvjpegStatus_t nvjpegDecodeBatchedPreAllocate(nvjpegHandle_t handle, nvjpegJpegState_t jpeg_handle,
+                                              int batch_size, int width, int height,
+                                              nvjpegChromaSubsampling_t chroma_subsampling,
+                                              nvjpegOutputFormat_t output_format);
 nvjpegStatus_t nvjpegDecodeBatched(nvjpegHandle_t handle, nvjpegJpegState_t jpeg_handle,
                                    const unsigned char* const* data, const size_t* lengths,
                                    nvjpegImage_t* destinations, cudaStream_t stream);
