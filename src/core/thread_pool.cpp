@@ -316,15 +316,20 @@ struct thread_pool::impl {
     std::coroutine_handle<> h;
     priority p = priority::normal;
     std::size_t left = 0;
+    bool busy = false; // the meter's state, kept here so that a pick reads no memory for it
     for (;;) {
       if (find_work(self, tick, h, p, left)) {
-        meter.turn(true);
+        if (!busy) {
+          meter.turn(true);
+          busy = true;
+        }
         worker_meter::add(meter.resumed, 1);
         worker_meter::add(meter.queued_seen, left);
         const executor_scope scope(&owner, p);
         detail::resume(h);
       } else {
         meter.turn(false);
+        busy = false;
         if (!park()) {
           break;
         }
