@@ -26,13 +26,19 @@ struct alignas(64) locked_queue {
   detail::priority_rings rings;
   std::atomic<unsigned> mask{0};
 
+  // Statistics, under the lock: a pick adds the backlog it leaves behind to `seen`
+  // (pushed - popped after it), so that a worker counts nothing per pick itself.
+  std::uint64_t pushed = 0;
+  std::uint64_t popped = 0;
+  std::uint64_t seen = 0;
+
   void push(std::coroutine_handle<> h, priority p) {
     const std::lock_guard lock(mutex);
     rings.push(h, p);
+    ++pushed;
     mask.store(rings.mask());
   }
-  //! `left`: the handles still queued after this one (statistics).
-  bool try_pop(std::coroutine_handle<>& h, priority& p, std::size_t& left) noexcept {
+  bool try_pop(std::coroutine_handle<>& h, priority& p) noexcept {
     if (mask.load() == 0) {
       return false;
     }
@@ -42,12 +48,16 @@ struct alignas(64) locked_queue {
     }
     std::tie(h, p) = rings.pop();
     mask.store(rings.mask());
-    left = rings.size();
+    ++popped;
+    seen += pushed - popped;
     return true;
   }
-  [[nodiscard]] std::size_t size() {
+  //! Handles queued now, handles taken so far, and the backlog they saw.
+  void read(std::size_t& queued, std::uint64_t& taken, std::uint64_t& backlog) {
     const std::lock_guard lock(mutex);
-    return rings.size();
+    queued += rings.size();
+    taken += popped;
+    backlog += seen;
   }
 };
 
@@ -62,7 +72,7 @@ std::uint64_t clock_ns() noexcept {
 struct alignas(64) worker_meter {
   std::atomic<std::uint64_t> since_ns{0}; //!< start of the current busy or idle spell
   std::atomic<bool> busy{false};
-  std::atomic<std::uint64_t> busy_ns{0}, idle_ns{0}, parked_ns{0}, resumed{0}, queued_seen{0};
+  std::atomic<std::uint64_t> busy_ns{0}, idle_ns{0}, parked_ns{0};
 
   static void add(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
     c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
@@ -247,23 +257,22 @@ struct thread_pool::impl {
   }
 
   //! Own queue or injection queue, whichever holds the higher priority; then stealing.
-  bool find_work(std::size_t self, unsigned& tick, std::coroutine_handle<>& h, priority& p,
-                 std::size_t& left) {
+  bool find_work(std::size_t self, unsigned& tick, std::coroutine_handle<>& h, priority& p) {
     locked_queue& local = queues[self];
     const unsigned mine = local.mask.load();
     const unsigned outside = injection.mask.load();
     bool outside_first = outside != 0 && (mine == 0 || ++tick % injection_fairness_period == 0 ||
                                           detail::priority_rings::top_priority_index(outside) >
                                               detail::priority_rings::top_priority_index(mine));
-    if (outside_first && injection.try_pop(h, p, left)) {
+    if (outside_first && injection.try_pop(h, p)) {
       return true;
     }
-    if (local.try_pop(h, p, left) || injection.try_pop(h, p, left)) {
+    if (local.try_pop(h, p) || injection.try_pop(h, p)) {
       return true;
     }
     const std::size_t n = queues.size();
     for (std::size_t k = 1; k < n; ++k) {
-      if (queues[(self + k) % n].try_pop(h, p, left)) {
+      if (queues[(self + k) % n].try_pop(h, p)) {
         return true;
       }
     }
@@ -315,16 +324,13 @@ struct thread_pool::impl {
     unsigned tick = 0;
     std::coroutine_handle<> h;
     priority p = priority::normal;
-    std::size_t left = 0;
     bool busy = false; // the meter's state, kept here so that a pick reads no memory for it
     for (;;) {
-      if (find_work(self, tick, h, p, left)) {
+      if (find_work(self, tick, h, p)) {
         if (!busy) {
           meter.turn(true);
           busy = true;
         }
-        worker_meter::add(meter.resumed, 1);
-        worker_meter::add(meter.queued_seen, left);
         const executor_scope scope(&owner, p);
         detail::resume(h);
       } else {
@@ -415,8 +421,6 @@ thread_pool_stats thread_pool::stats() const {
   const std::uint64_t now = clock_ns();
   for (std::size_t i = 0; i < out.workers; ++i) {
     const worker_meter& m = s.meters[i];
-    out.resumed += m.resumed.load(std::memory_order_relaxed);
-    out.queued_seen += m.queued_seen.load(std::memory_order_relaxed);
     out.busy_ns += m.busy_ns.load(std::memory_order_relaxed);
     out.idle_ns += m.idle_ns.load(std::memory_order_relaxed);
     out.parked_ns += m.parked_ns.load(std::memory_order_relaxed);
@@ -425,9 +429,9 @@ thread_pool_stats thread_pool::stats() const {
     if (since != 0 && now > since) {
       (m.busy.load(std::memory_order_relaxed) ? out.busy_ns : out.idle_ns) += now - since;
     }
-    out.queued += s.queues[i].size();
+    s.queues[i].read(out.queued, out.resumed, out.queued_seen);
   }
-  out.queued += s.injection.size();
+  s.injection.read(out.queued, out.resumed, out.queued_seen);
   return out;
 }
 

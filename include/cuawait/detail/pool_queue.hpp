@@ -64,21 +64,25 @@ public:
   //! Bit `p` is set while priority `p` has queued work; 0 when empty.
   [[nodiscard]] unsigned mask() const noexcept { return m_mask; }
 
-  [[nodiscard]] std::size_t size() const noexcept { return m_total; }
+  [[nodiscard]] std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const handle_ring& r : m_rings) {
+      n += r.size();
+    }
+    return n;
+  }
 
   //! @throws std::bad_alloc when a ring has to grow and cannot.
   void push(std::coroutine_handle<> h, priority p) {
     const auto i = static_cast<unsigned>(p);
     m_rings[i].push_back(h);
     m_mask |= 1U << i;
-    ++m_total;
   }
 
   //! Removes the oldest handle of the highest queued priority. Precondition: `!empty()`.
   std::pair<std::coroutine_handle<>, priority> pop() noexcept {
     const unsigned i = top_priority_index(m_mask);
     const std::coroutine_handle<> h = m_rings[i].pop_front();
-    --m_total;
     if (m_rings[i].empty()) {
       m_mask &= ~(1U << i);
     }
@@ -93,7 +97,6 @@ public:
 private:
   handle_ring m_rings[priority_count];
   unsigned m_mask = 0;
-  std::size_t m_total = 0; //!< handles in all rings
 };
 
 } // namespace cuawait::detail
