@@ -28,7 +28,8 @@ struct thread_pool_stats {
   std::uint64_t idle_ns = 0;     //!< time without work (spinning or parked)
   std::uint64_t parked_ns = 0;   //!< of which parked on the condition variable
   std::uint64_t queued_seen = 0; //!< sum over resumptions of the handles left in the queue
-                                 //!< the handle was taken from (the backlog a pick saw)
+                                 //!< the handle was taken from (the backlog a pick saw),
+                                 //!< estimated from every 16th pick of each queue
   std::size_t queued = 0;        //!< handles queued now, all queues
 
   //! Busy time over busy plus idle time, in [0, 1]; 0 before anything was measured.

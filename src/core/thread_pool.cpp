@@ -26,16 +26,15 @@ struct alignas(64) locked_queue {
   detail::priority_rings rings;
   std::atomic<unsigned> mask{0};
 
-  // Statistics, under the lock: a pick adds the backlog it leaves behind to `seen`
-  // (pushed - popped after it), so that a worker counts nothing per pick itself.
-  std::uint64_t pushed = 0;
+  // Statistics, under the lock the queue takes anyway, so that a worker counts nothing per
+  // pick itself: the picks, and the backlog left behind, sampled at every 16th pick.
+  static constexpr std::uint64_t backlog_sample = 16;
   std::uint64_t popped = 0;
   std::uint64_t seen = 0;
 
   void push(std::coroutine_handle<> h, priority p) {
     const std::lock_guard lock(mutex);
     rings.push(h, p);
-    ++pushed;
     mask.store(rings.mask());
   }
   bool try_pop(std::coroutine_handle<>& h, priority& p) noexcept {
@@ -48,8 +47,9 @@ struct alignas(64) locked_queue {
     }
     std::tie(h, p) = rings.pop();
     mask.store(rings.mask());
-    ++popped;
-    seen += pushed - popped;
+    if (++popped % backlog_sample == 0) {
+      seen += backlog_sample * rings.size();
+    }
     return true;
   }
   //! Handles queued now, handles taken so far, and the backlog they saw.
@@ -324,21 +324,19 @@ struct thread_pool::impl {
     unsigned tick = 0;
     std::coroutine_handle<> h;
     priority p = priority::normal;
-    bool busy = false; // the meter's state, kept here so that a pick reads no memory for it
+    // Busy from the start and from each return of park() (work is visible then) until a
+    // search finds nothing: a pick itself touches no counter.
+    meter.turn(true);
     for (;;) {
       if (find_work(self, tick, h, p)) {
-        if (!busy) {
-          meter.turn(true);
-          busy = true;
-        }
         const executor_scope scope(&owner, p);
         detail::resume(h);
       } else {
         meter.turn(false);
-        busy = false;
         if (!park()) {
           break;
         }
+        meter.turn(true);
       }
     }
     meter.turn(false);
