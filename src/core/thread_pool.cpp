@@ -28,8 +28,11 @@ struct alignas(64) locked_queue {
 
   // Statistics, under the lock the queue takes anyway, so that a worker counts nothing per
   // pick itself: the picks, and the backlog left behind, sampled at every 16th pick.
-  static constexpr std::uint64_t backlog_sample = 16;
-  std::uint64_t popped = 0;
+  // A pick decrements `countdown` (two instructions); each 16th refills it, counts a
+  // round in `rounds` and adds the backlog. Picks so far: rounds * 16 + 16 - countdown.
+  static constexpr unsigned backlog_sample = 16;
+  unsigned countdown = backlog_sample;
+  std::uint64_t rounds = 0;
   std::uint64_t seen = 0;
 
   void push(std::coroutine_handle<> h, priority p) {
@@ -47,7 +50,9 @@ struct alignas(64) locked_queue {
     }
     std::tie(h, p) = rings.pop();
     mask.store(rings.mask());
-    if (++popped % backlog_sample == 0) {
+    if (--countdown == 0) {
+      countdown = backlog_sample;
+      ++rounds;
       seen += backlog_sample * rings.size();
     }
     return true;
@@ -56,7 +61,7 @@ struct alignas(64) locked_queue {
   void read(std::size_t& queued, std::uint64_t& taken, std::uint64_t& backlog) {
     const std::lock_guard lock(mutex);
     queued += rings.size();
-    taken += popped;
+    taken += rounds * backlog_sample + (backlog_sample - countdown);
     backlog += seen;
   }
 };
