@@ -276,9 +276,8 @@ bool completion_reactor::claim_locked(wait_node& w) noexcept {
     return true; // no stop callback: nobody else can claim it
   }
   stop_claim expected = stop_claim::open;
-  return claim_of(w).compare_exchange_strong(expected, stop_claim::reactor,
-                                              std::memory_order_acq_rel,
-                                              std::memory_order_acquire) ||
+  return claim_of(w).compare_exchange_strong(
+             expected, stop_claim::reactor, std::memory_order_acq_rel, std::memory_order_acquire) ||
          expected == stop_claim::reactor;
 }
 
@@ -352,8 +351,7 @@ void completion_reactor::fail_all_locked(completion_state why, int error,
 
 void completion_reactor::request_stop(wait_node& w) noexcept {
   stop_claim expected = stop_claim::open;
-  if (!claim_of(w).compare_exchange_strong(expected, stop_claim::queued,
-                                           std::memory_order_acq_rel,
+  if (!claim_of(w).compare_exchange_strong(expected, stop_claim::queued, std::memory_order_acq_rel,
                                            std::memory_order_relaxed)) {
     return; // the reactor claimed it first: it resumes the coroutine with the work's outcome
   }

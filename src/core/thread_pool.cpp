@@ -401,13 +401,13 @@ void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {
   }
 }
 
-void thread_pool::post_bulk(std::span<const std::coroutine_handle<>> handles,
-                            priority p) noexcept {
+void thread_pool::post_bulk(std::span<const std::coroutine_handle<>> handles, priority p) noexcept {
   if (handles.empty()) {
     return;
   }
   impl& s = *m_impl;
-  const std::size_t target = s.bulk_cursor.fetch_add(1, std::memory_order_relaxed) % s.queues.size();
+  const std::size_t target =
+      s.bulk_cursor.fetch_add(1, std::memory_order_relaxed) % s.queues.size();
   if (tl_worker.pool == &s) {
     // A worker: it may add to any queue (the pool outlives it, see try_enqueue); the queue's
     // owner or a thief takes the handles, the woken workers steal the rest.
