@@ -199,6 +199,13 @@ struct thread_pool::impl {
         }
       } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
+      // A kick (kick_poller) that came while this worker was still counted as a spinner
+      // woke nobody: it relied on this worker to poll again. Do, now that it is not
+      // counted any more, or that kick's work (a new wait, a stop request) would wait for
+      // the timed poller's next period (`idle_park_period`, 1 ms or more).
+      if (!found && !stopping.load() && source.load() == src) {
+        found = poll_source(*src);
+      }
     }
     source_users.fetch_sub(1);
     return found;
