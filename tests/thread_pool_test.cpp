@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -424,6 +426,63 @@ TEST(ThreadPoolTest, EachWorkerRunsItsStartHookBeforeAnyTask) {
   EXPECT_EQ(tasks_without_hook.load(), 0);
   EXPECT_EQ(hooks.load(), static_cast<int>(workers));
   EXPECT_EQ(seen_mask.load(), (1U << workers) - 1);
+}
+
+} // namespace
+
+namespace {
+
+// post_bulk: a batch of handles queued at once (what the reactor does for thousands of waits
+// ended by one stop request) runs each exactly once, on the pool, with its priority.
+TEST(ThreadPool, PostBulkRunsEveryHandleOnceOnThePool) {
+  constexpr int n = 1000;
+  ca::thread_pool pool(3);
+  std::vector<std::atomic<int>> runs(n);
+  std::atomic<int> wrong_place{0};
+  std::latch done(n);
+  auto item = [&](int i) -> job {
+    if (ca::current_executor() != &pool || ca::current_priority() != priority::high) {
+      wrong_place.fetch_add(1);
+    }
+    runs[static_cast<std::size_t>(i)].fetch_add(1);
+    done.count_down();
+    co_return;
+  };
+  std::vector<std::coroutine_handle<>> handles;
+  for (int i = 0; i < n; ++i) {
+    handles.push_back(item(i).handle);
+  }
+  // From outside the pool, in chunks (each goes to the next worker's queue)...
+  const std::span<const std::coroutine_handle<>> all(handles);
+  for (std::size_t at = 0; at < n / 2; at += 64) {
+    pool.post_bulk(all.subspan(at, std::min<std::size_t>(64, n / 2 - at)), priority::high);
+  }
+  // ...and from a worker (a poller ending many waits).
+  auto from_worker = [&]() -> job {
+    ca::thread_pool& p = pool;
+    p.post_bulk(all.subspan(n / 2), priority::high);
+    co_return;
+  };
+  pool.post(from_worker().handle, priority::normal);
+  done.wait();
+  EXPECT_EQ(wrong_place.load(), 0);
+  for (const std::atomic<int>& r : runs) {
+    EXPECT_EQ(r.load(), 1);
+  }
+}
+
+TEST(ThreadPool, PostBulkAfterShutdownRunsTheBatchOnTheCaller) {
+  ca::thread_pool pool(2);
+  pool.shutdown();
+  const auto main_id = std::this_thread::get_id();
+  int ran_here = 0;
+  auto item = [&]() -> job {
+    ran_here += std::this_thread::get_id() == main_id && ca::current_executor() == &pool ? 1 : 0;
+    co_return;
+  };
+  const std::vector<std::coroutine_handle<>> handles{item().handle, item().handle, item().handle};
+  pool.post_bulk(handles, priority::normal);
+  EXPECT_EQ(ran_here, 3); // refused by the pool, so run here, now: nothing leaks
 }
 
 } // namespace

@@ -37,6 +37,10 @@
 
 namespace cuawait {
 
+namespace detail {
+struct resume_batch;
+} // namespace detail
+
 //! How the reactor polls. The defaults keep resumption within microseconds for work up to
 //! ~15 ms long and bound idle CPU (see docs/PERFORMANCE.md).
 struct reactor_options {
@@ -95,11 +99,24 @@ public:
 
   //! Ends `w` as `completion_state::cancelled` if the reactor has not seen its work finish
   //! yet: `w` leaves its lane, the source retires its marker, and the reactor never resumes
-  //! it; the caller (a stop callback) does. Returns false, changing nothing, when the work
-  //! was seen finished first (the reactor resumes the coroutine with that outcome) or `w`
-  //! is not submitted. Both sides decide under the reactor's lock, so exactly one of them
-  //! ends the wait. The work itself is not stopped: it runs on, in stream order.
+  //! it; the caller does. Returns false, changing nothing, when the work was seen finished
+  //! first (the reactor resumes the coroutine with that outcome), a stop request claimed
+  //! it, or `w` is not submitted. Decided under the reactor's lock. The work itself is not
+  //! stopped: it runs on, in stream order. (Awaiters use `request_stop` instead.)
   bool cancel(detail::wait_node& w) noexcept;
+
+  //! A stop request for the submitted, cancellable wait `w` (its `arrival` set): the stop
+  //! callback of `detail::reactor_wait`. O(1) and lock-free, so that one `std::stop_source`
+  //! reaching thousands of waits costs little on the requesting thread: it claims `w`
+  //! (`detail::stop_claim`; when the reactor claimed it first, for the work's outcome, it
+  //! does nothing), queues it on a lock-free list and wakes the pollers. The pollers (idle
+  //! executor threads, the reactor's thread, `poll()`) take the whole list under one lock
+  //! acquisition, end its waits as `completion_state::cancelled` with error
+  //! `detail::stopped_by_request` (their markers retired), and resume them in bulk
+  //! (`executor::post_bulk`; inline, on the poller, for waits without an executor). A
+  //! reactor nobody polls on its own (no thread, no idle waker) ends the list at once on
+  //! the calling thread instead. After it returns `w` may be gone.
+  void request_stop(detail::wait_node& w) noexcept;
 
   //! One poll over the active lanes: resolves what finished, posts or resumes it. Returns
   //! the number of waits resolved. Safe alongside the thread, but meant for reactors
@@ -118,7 +135,9 @@ public:
 
   //! Ends every pending wait as a stop request would (`completion_status::error` set to
   //! `detail::stopped_by_request`, which the awaiters report as `operation_cancelled`); the
-  //! work itself runs on. For `runtime::stop()`. Returns how many were ended.
+  //! work itself runs on. For `runtime::stop()`. One lock acquisition for all of them;
+  //! their coroutines are posted in bulk after it (`executor::post_bulk`). Returns how many
+  //! were ended (stop requests queued by then included).
   std::size_t stop_all();
 
   //! Wakes the polling thread if parked (and calls the idle waker). Safe from any thread,
@@ -172,9 +191,17 @@ private:
 
   detail::reactor_lane& lane_for(const void* key);
   std::size_t sweep_locked(bool probe) noexcept;
-  void resolve_locked(detail::wait_node& w, completion_status st) noexcept;
-  void settle_locked(detail::wait_node& w, completion_status st) noexcept;
-  void fail_all_locked(completion_state why, int error) noexcept;
+  void resolve_locked(detail::wait_node& w, completion_status st,
+                      detail::resume_batch* batch = nullptr) noexcept;
+  void settle_locked(detail::wait_node& w, completion_status st, std::uint64_t now) noexcept;
+  void fail_all_locked(completion_state why, int error,
+                       detail::resume_batch* batch = nullptr) noexcept;
+  [[nodiscard]] static bool claim_locked(detail::wait_node& w) noexcept;
+  std::size_t take_stops_locked(detail::resume_batch& batch) noexcept;
+  void unqueue_stop_locked(detail::wait_node& w) noexcept;
+  void hand_over_locked(detail::wait_node& w, detail::resume_batch* batch) noexcept;
+  static void post_batch(detail::resume_batch& batch) noexcept;
+  std::size_t end_stops() noexcept;
   void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
   void account_locked(std::uint64_t now) noexcept;
   std::size_t run_ready_inline();
@@ -204,6 +231,12 @@ private:
   std::atomic<std::uint64_t> m_last_progress_ns{0}; // written under m_mutex
   std::uint64_t m_last_probe_ns = 0;
   std::atomic<bool> m_has_ready{false}; // the ready list is not empty
+  // Stop requests (request_stop): a lock-free LIFO of claimed nodes linked by stop_next,
+  // pushed without the lock, taken whole under it.
+  std::atomic<detail::wait_node*> m_stop_head{nullptr};
+  // Nodes a stop request claimed that left their lane before the list was taken
+  // (node_state::stopped): still to resume, so drain() waits for them. Under m_mutex.
+  std::size_t m_stopped_unresumed = 0;
   // The pollers were told to stop spinning (spin window lapsed) and nothing progressed
   // since: what a poll finds now counts in reactor_stats::completions_after_spin.
   mutable std::atomic<bool> m_spin_lapsed{false};

@@ -9,6 +9,7 @@
 
 #include <coroutine>
 #include <cstdint>
+#include <span>
 
 namespace cuawait {
 
@@ -25,6 +26,15 @@ public:
   //! Arranges for `h` to be resumed on this executor with priority `p`. Thread-safe;
   //! never resumes `h` inside the call unless the executor is documented as inline.
   virtual void post(std::coroutine_handle<> h, priority p) noexcept = 0;
+
+  //! Arranges for each of `handles` to be resumed, as `post` does for one. For whoever ends
+  //! many waits at once (a stop request reaching thousands of GPU waits): an executor may
+  //! queue them under one lock and wake its threads once. Default: `post` each, in order.
+  virtual void post_bulk(std::span<const std::coroutine_handle<>> handles, priority p) noexcept {
+    for (const std::coroutine_handle<> h : handles) {
+      post(h, p);
+    }
+  }
 
 protected:
   ~executor() = default;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <thread>
 
 namespace cuawait {
@@ -97,6 +98,12 @@ public:
   //! Queues `h` to run on a worker with priority `p`; never resumes it inside the call,
   //! except after `shutdown()` from a non-worker thread (then it runs here, at once).
   void post(std::coroutine_handle<> h, priority p) noexcept override;
+
+  //! Queues all of `handles` on one worker's queue under one lock (successive calls take
+  //! successive workers, so that a large batch posted in chunks spreads over the pool) and
+  //! wakes as many parked workers as it queued handles. After `shutdown()`, from a
+  //! non-worker thread, it resumes them here, as `post` does.
+  void post_bulk(std::span<const std::coroutine_handle<>> handles, priority p) noexcept override;
 
   //! Awaiter returned by `schedule()`.
   class schedule_awaiter {

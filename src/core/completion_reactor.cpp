@@ -5,8 +5,10 @@
 #include "cuawait/detail/trampoline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdlib>
+#include <span>
 #include <string_view>
 
 namespace cuawait::detail {
@@ -27,13 +29,33 @@ struct reactor_lane {
   std::atomic<std::uint64_t> pops{0};
 };
 
+//! Waits ended under the reactor's lock whose coroutines are posted once it is released,
+//! in order, chained through `wait_node::next` (free once a node has left its lane).
+struct resume_batch {
+  wait_node* head = nullptr;
+  wait_node* tail = nullptr;
+  void push(wait_node& w) noexcept {
+    w.prev = w.next = nullptr;
+    (tail != nullptr ? tail->next : head) = &w;
+    tail = &w;
+  }
+};
+
 } // namespace cuawait::detail
 
 namespace cuawait {
 
 using detail::node_state;
 using detail::reactor_lane;
+using detail::resume_batch;
+using detail::stop_claim;
 using detail::wait_node;
+
+namespace {
+std::atomic_ref<stop_claim> claim_of(wait_node& w) noexcept {
+  return std::atomic_ref<stop_claim>(w.claim);
+}
+} // namespace
 
 bool completion_reactor::reactor_lock_sleeps() noexcept {
   static const bool sleeps = [] {
@@ -198,10 +220,18 @@ void completion_reactor::unlink_locked(wait_node& w, std::uint64_t now) noexcept
 
 bool completion_reactor::withdraw(wait_node& w) noexcept {
   const std::lock_guard lock(m_mutex);
+  // The awaiter deregistered its stop callback first, so a stop request that claimed `w`
+  // has queued it by now; the list must not keep a node that is about to be freed.
+  if (w.arrival != nullptr && claim_of(w).load(std::memory_order_relaxed) == stop_claim::queued) {
+    unqueue_stop_locked(w);
+  }
   switch (w.state) {
   case node_state::waiting:
     unlink_locked(w, now_ns());
     m_source->retire(w);
+    break;
+  case node_state::stopped: // unlinked and retired when it left its lane
+    --m_stopped_unresumed;
     break;
   case node_state::ready_inline:
     (w.prev != nullptr ? w.prev->next : m_ready_head) = w.next;
@@ -221,17 +251,17 @@ bool completion_reactor::withdraw(wait_node& w) noexcept {
 
 bool completion_reactor::cancel(wait_node& w) noexcept {
   const std::lock_guard lock(m_mutex);
-  if (w.state != node_state::waiting) {
-    return false; // resolved (and handed over, or about to be), or never submitted
+  if (w.state != node_state::waiting || !claim_locked(w)) {
+    return false; // resolved (and handed over, or about to be), stopped, or never submitted
   }
-  settle_locked(w, {completion_state::cancelled, 0});
+  settle_locked(w, {completion_state::cancelled, 0}, now_ns());
   w.state = node_state::resolved;
   m_counters.stopped.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void completion_reactor::settle_locked(wait_node& w, completion_status st) noexcept {
-  const std::uint64_t now = now_ns();
+void completion_reactor::settle_locked(wait_node& w, completion_status st,
+                                       std::uint64_t now) noexcept {
   unlink_locked(w, now);
   w.status = st;
   w.resolved_ns = now;
@@ -241,8 +271,27 @@ void completion_reactor::settle_locked(wait_node& w, completion_status st) noexc
   }
 }
 
-void completion_reactor::resolve_locked(wait_node& w, completion_status st) noexcept {
-  settle_locked(w, st);
+bool completion_reactor::claim_locked(wait_node& w) noexcept {
+  if (w.arrival == nullptr) {
+    return true; // no stop callback: nobody else can claim it
+  }
+  stop_claim expected = stop_claim::open;
+  return claim_of(w).compare_exchange_strong(
+             expected, stop_claim::reactor, std::memory_order_acq_rel, std::memory_order_acquire) ||
+         expected == stop_claim::reactor;
+}
+
+void completion_reactor::resolve_locked(wait_node& w, completion_status st,
+                                        resume_batch* batch) noexcept {
+  if (!claim_locked(w)) {
+    // A stop request claimed it first (and queues it, if it has not yet): it leaves its
+    // lane now, so that the lane moves on, and the pass over the stop list resumes it.
+    settle_locked(w, {completion_state::cancelled, detail::stopped_by_request}, now_ns());
+    w.state = node_state::stopped;
+    ++m_stopped_unresumed;
+    return;
+  }
+  settle_locked(w, st, now_ns());
   switch (st.state) {
   case completion_state::cancelled:
     m_counters.cancelled.fetch_add(1, std::memory_order_relaxed);
@@ -255,21 +304,29 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
     m_counters.failures.fetch_add(1, std::memory_order_relaxed);
     break;
   }
+  hand_over_locked(w, batch);
+}
+
+void completion_reactor::hand_over_locked(wait_node& w, resume_batch* batch) noexcept {
   if (w.arrival != nullptr) {
     // A cancellable wait: its await_suspend may still be registering the stop callback.
-    // Resolved first (a stop callback then finds nothing to cancel); if await_suspend has
-    // not arrived yet, it sees this arrival and does not suspend, and `w` may be gone.
+    // Resolved first (a stop callback then finds it claimed); if await_suspend has not
+    // arrived yet, it sees this arrival and does not suspend, and `w` may be gone.
     w.state = node_state::resolved;
     if (!w.arrival->exchange(true, std::memory_order_acq_rel)) {
       return;
     }
   }
   if (w.exec != nullptr) {
-    // Posted under the lock so that a concurrent withdraw() either wins (never resumed)
-    // or finds the node handed over; after post the node may be gone.
+    // Handed over under the lock, so that a concurrent withdraw() either wins (never
+    // resumed) or finds the node handed over. Posted now, or with the batch once the lock
+    // is released; after the post the node may be gone.
     w.state = node_state::resolved;
-    executor* ex = w.exec;
-    ex->post(w.handle, w.prio);
+    if (batch != nullptr) {
+      batch->push(w);
+    } else {
+      w.exec->post(w.handle, w.prio);
+    }
     return;
   }
   w.state = node_state::ready_inline;
@@ -280,15 +337,141 @@ void completion_reactor::resolve_locked(wait_node& w, completion_status st) noex
   m_has_ready.store(true, std::memory_order_relaxed);
 }
 
-void completion_reactor::fail_all_locked(completion_state why, int error) noexcept {
+void completion_reactor::fail_all_locked(completion_state why, int error,
+                                         resume_batch* batch) noexcept {
   for (reactor_lane* lane : m_active) {
     while (lane->head != nullptr) {
-      resolve_locked(*lane->head, {why, error});
+      resolve_locked(*lane->head, {why, error}, batch);
     }
     lane->active = false;
   }
   m_active.clear();
   m_active_lanes.store(0, std::memory_order_relaxed);
+}
+
+void completion_reactor::request_stop(wait_node& w) noexcept {
+  stop_claim expected = stop_claim::open;
+  if (!claim_of(w).compare_exchange_strong(expected, stop_claim::queued, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+    return; // the reactor claimed it first: it resumes the coroutine with the work's outcome
+  }
+  wait_node* head = m_stop_head.load(std::memory_order_relaxed);
+  do {
+    w.stop_next = head;
+  } while (!m_stop_head.compare_exchange_weak(head, &w, std::memory_order_release,
+                                              std::memory_order_relaxed));
+  // `w` may be gone from here on: a poller may end it and its coroutine run to its end.
+  if (head != nullptr) {
+    return; // whoever found the list empty has woken the pollers, or is ending it
+  }
+  if (m_thread.joinable() || m_idle_waker != nullptr) {
+    // Counts as progress, so that spinning pollers go on spinning until they have it.
+    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+    wake();
+  } else {
+    (void)end_stops(); // nobody polls on their own: end it here, as a poll would
+  }
+}
+
+std::size_t completion_reactor::take_stops_locked(resume_batch& batch) noexcept {
+  if (m_stop_head.load(std::memory_order_relaxed) == nullptr) {
+    return 0; // the common case, read-only: pollers call this on every poll
+  }
+  wait_node* lifo = m_stop_head.exchange(nullptr, std::memory_order_acquire);
+  wait_node* fifo = nullptr; // resumed in the order they were stopped
+  while (lifo != nullptr) {
+    wait_node* const next = lifo->stop_next;
+    lifo->stop_next = fifo;
+    fifo = lifo;
+    lifo = next;
+  }
+  const std::uint64_t now = now_ns();
+  std::size_t n = 0;
+  for (wait_node* w = fifo; w != nullptr; ++n) {
+    wait_node* const next = w->stop_next;
+    w->stop_next = nullptr;
+    claim_of(*w).store(stop_claim::taken, std::memory_order_relaxed);
+    if (w->state == node_state::waiting) {
+      settle_locked(*w, {completion_state::cancelled, detail::stopped_by_request}, now);
+    } else { // node_state::stopped: left its lane when the work finished (resolve_locked)
+      --m_stopped_unresumed;
+    }
+    hand_over_locked(*w, &batch);
+    w = next;
+  }
+  m_counters.stopped.fetch_add(n, std::memory_order_relaxed);
+  m_last_progress_ns.store(now, std::memory_order_relaxed);
+  m_spin_lapsed.store(false, std::memory_order_relaxed);
+  return n;
+}
+
+void completion_reactor::unqueue_stop_locked(wait_node& w) noexcept {
+  // Take the whole list, drop `w`, put the rest back in front of what was pushed since.
+  wait_node* node = m_stop_head.exchange(nullptr, std::memory_order_acquire);
+  wait_node* rest = nullptr;
+  wait_node* rest_tail = nullptr;
+  while (node != nullptr) {
+    wait_node* const next = node->stop_next;
+    if (node != &w) {
+      node->stop_next = nullptr;
+      (rest_tail != nullptr ? rest_tail->stop_next : rest) = node;
+      rest_tail = node;
+    }
+    node = next;
+  }
+  w.stop_next = nullptr;
+  claim_of(w).store(stop_claim::taken, std::memory_order_relaxed);
+  if (rest == nullptr) {
+    return;
+  }
+  // Whoever pushed the first of `rest` on an empty list has woken the pollers or is
+  // waiting for this lock to end the list: the nodes put back are not forgotten.
+  wait_node* head = m_stop_head.load(std::memory_order_relaxed);
+  do {
+    rest_tail->stop_next = head;
+  } while (!m_stop_head.compare_exchange_weak(head, rest, std::memory_order_release,
+                                              std::memory_order_relaxed));
+}
+
+void completion_reactor::post_batch(resume_batch& batch) noexcept {
+  std::array<std::coroutine_handle<>, 64> handles{};
+  std::size_t k = 0;
+  executor* ex = nullptr;
+  priority prio = priority::normal;
+  for (wait_node* w = batch.head; w != nullptr;) {
+    wait_node* const next = w->next; // `w` may be gone once it is posted
+    if (k != 0 && (k == handles.size() || w->exec != ex || w->prio != prio)) {
+      ex->post_bulk(std::span(handles.data(), k), prio);
+      k = 0;
+    }
+    ex = w->exec;
+    prio = w->prio;
+    handles[k++] = w->handle;
+    w = next;
+  }
+  if (k != 0) {
+    ex->post_bulk(std::span(handles.data(), k), prio);
+  }
+  batch = {};
+}
+
+std::size_t completion_reactor::end_stops() noexcept {
+  resume_batch batch;
+  std::size_t n = 0;
+  bool inline_ready = false;
+  {
+    const std::lock_guard lock(m_mutex);
+    n = take_stops_locked(batch);
+    inline_ready = m_ready_head != nullptr;
+  }
+  post_batch(batch);
+  if (inline_ready) {
+    try {
+      run_ready_inline();
+    } catch (...) { // nothing escapes detail::resume; keeps noexcept honest
+    }
+  }
+  return n;
 }
 
 std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
@@ -361,8 +544,10 @@ std::size_t completion_reactor::run_ready_inline() {
 
 std::size_t completion_reactor::poll() {
   std::size_t n = 0;
+  resume_batch stops;
   {
     const std::lock_guard lock(m_mutex);
+    const std::size_t stopped = take_stops_locked(stops); // first: the sweep skips them
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
     const bool probe = !m_active.empty() &&
@@ -381,7 +566,9 @@ std::size_t completion_reactor::poll() {
       }
       m_last_progress_ns.store(now, std::memory_order_relaxed);
     }
+    n += stopped;
   }
+  post_batch(stops);
   run_ready_inline();
   return n;
 }
@@ -391,7 +578,8 @@ void completion_reactor::drain() {
     {
       const std::lock_guard lock(m_mutex);
       if (m_pending_count.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr &&
-          m_resuming == 0) {
+          m_resuming == 0 && m_stopped_unresumed == 0 &&
+          m_stop_head.load(std::memory_order_relaxed) == nullptr) {
         return;
       }
     }
@@ -406,22 +594,28 @@ void completion_reactor::drain() {
 
 std::size_t completion_reactor::cancel_all() {
   std::size_t n = 0;
+  resume_batch batch;
   {
     const std::lock_guard lock(m_mutex);
+    (void)take_stops_locked(batch); // stop requests already made end as such
     n = m_pending_count.load(std::memory_order_relaxed);
-    fail_all_locked(completion_state::cancelled, 0);
+    fail_all_locked(completion_state::cancelled, 0, &batch);
   }
+  post_batch(batch);
   run_ready_inline();
   return n;
 }
 
 std::size_t completion_reactor::stop_all() {
   std::size_t n = 0;
+  resume_batch batch;
   {
     const std::lock_guard lock(m_mutex);
-    n = m_pending_count.load(std::memory_order_relaxed);
-    fail_all_locked(completion_state::cancelled, detail::stopped_by_request);
+    n = take_stops_locked(batch);
+    n += m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::cancelled, detail::stopped_by_request, &batch);
   }
+  post_batch(batch);
   run_ready_inline();
   return n;
 }
@@ -546,21 +740,25 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
 }
 
 std::size_t completion_reactor::poll_idle() noexcept {
+  // Stop requests first, whichever way this thread polls below (any idle thread may end
+  // them: the list is taken whole by one).
+  const std::size_t stopped =
+      m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
   if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
       !m_has_ready.load(std::memory_order_relaxed)) {
-    return 0;
+    return stopped;
   }
   if (m_source->parallel_queries()) {
     // While work finishes or starts, idle threads poll lanes in parallel; once nothing has
     // for `stall_probe`, one thread at a time sweeps (and probes for errors) instead.
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
     if (now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after) {
-      return poll_claimed_lane();
+      return stopped + poll_claimed_lane();
     }
   }
   if (m_idle_polling.load(std::memory_order_relaxed) ||
       m_idle_polling.exchange(true, std::memory_order_acquire)) {
-    return 0; // another thread polls now
+    return stopped; // another thread polls now
   }
   std::size_t n = 0;
   try {
@@ -570,12 +768,13 @@ std::size_t completion_reactor::poll_idle() noexcept {
     // (detail::resume), so this only keeps the noexcept contract honest.
   }
   m_idle_polling.store(false, std::memory_order_release);
-  return n;
+  return stopped + n;
 }
 
 bool completion_reactor::idle_pending() const noexcept {
   return m_pending_count.load(std::memory_order_relaxed) != 0 ||
-         m_has_ready.load(std::memory_order_relaxed);
+         m_has_ready.load(std::memory_order_relaxed) ||
+         m_stop_head.load(std::memory_order_relaxed) != nullptr;
 }
 
 bool completion_reactor::idle_keep_spinning() const noexcept {
@@ -710,7 +909,8 @@ void completion_reactor::thread_main(std::stop_token stop) {
     std::uint64_t last_progress = 0;
     {
       const std::lock_guard lock(m_mutex);
-      idle = m_active.empty() && m_ready_head == nullptr;
+      idle = m_active.empty() && m_ready_head == nullptr &&
+             m_stop_head.load(std::memory_order_relaxed) == nullptr;
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
     }
     if (idle || now - last_progress >= window) {

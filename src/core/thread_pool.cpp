@@ -40,6 +40,13 @@ struct alignas(64) locked_queue {
     rings.push(h, p);
     mask.store(rings.mask());
   }
+  void push_bulk(std::span<const std::coroutine_handle<>> hs, priority p) {
+    const std::lock_guard lock(mutex);
+    for (const std::coroutine_handle<> h : hs) {
+      rings.push(h, p);
+    }
+    mask.store(rings.mask());
+  }
   bool try_pop(std::coroutine_handle<>& h, priority& p) noexcept {
     if (mask.load() == 0) {
       return false;
@@ -122,6 +129,7 @@ struct thread_pool::impl {
   locked_queue injection;                    //!< posts from outside the pool
   std::unique_ptr<worker_meter[]> meters;    //!< one per worker
   std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> bulk_cursor{0}; //!< the queue the next post_bulk fills
 
   // Parking. A poster publishes its work (queue mask, seq_cst), then reads `sleepers`; a
   // worker about to park increments `sleepers`, then rescans the masks. Both orders are
@@ -206,6 +214,13 @@ struct thread_pool::impl {
         }
       } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
+      // A kick (kick_poller) that came while this worker was still counted as a spinner
+      // woke nobody: it relied on this worker to poll again. Do, now that it is not
+      // counted any more, or that kick's work (a new wait, a stop request) would wait for
+      // the timed poller's next period (`idle_park_period`, 1 ms or more).
+      if (!found && !stopping.load() && source.load() == src) {
+        found = poll_source(*src);
+      }
     }
     source_users.fetch_sub(1);
     return found;
@@ -285,8 +300,9 @@ struct thread_pool::impl {
   }
 
   //! Waits until work may be available. Returns false when the worker should exit: the
-  //! pool is stopping and no queue holds anything (outside posts are refused by then, and
-  //! only a queue's owner adds to it, so nothing can appear for this worker later).
+  //! pool is stopping and no queue holds anything (outside posts are refused by then; only
+  //! a running worker adds to the queues afterwards, and it scans every queue, so what it
+  //! adds anywhere is run before it exits).
   bool park() {
     if (spin_on_source()) {
       return true;
@@ -401,6 +417,37 @@ bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
 
 void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {
   if (!try_enqueue(h, p)) {
+    const executor_scope scope(this, p);
+    detail::resume(h);
+  }
+}
+
+void thread_pool::post_bulk(std::span<const std::coroutine_handle<>> handles, priority p) noexcept {
+  if (handles.empty()) {
+    return;
+  }
+  impl& s = *m_impl;
+  const std::size_t target =
+      s.bulk_cursor.fetch_add(1, std::memory_order_relaxed) % s.queues.size();
+  if (tl_worker.pool == &s) {
+    // A worker: it may add to any queue (the pool outlives it, see try_enqueue); the queue's
+    // owner or a thief takes the handles, the woken workers steal the rest.
+    s.queues[target].push_bulk(handles, p);
+    s.notify_work(handles.size());
+    return;
+  }
+  {
+    // From outside, under the injection lock as try_enqueue (the shutdown check); into a
+    // worker's queue rather than the injection queue, so that the workers of a large batch
+    // posted in chunks take from different queues instead of all from one.
+    const std::lock_guard lock(s.injection.mutex);
+    if (!s.stopping.load()) {
+      s.queues[target].push_bulk(handles, p);
+      s.notify_work(handles.size());
+      return;
+    }
+  }
+  for (const std::coroutine_handle<> h : handles) {
     const executor_scope scope(this, p);
     detail::resume(h);
   }

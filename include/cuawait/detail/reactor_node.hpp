@@ -46,8 +46,19 @@ struct wait_trace_slot {
   std::uint64_t range = 0;      //!< a profiler's range handle (NVTX)
 };
 
-//! Where a node is, guarded by the reactor's lock.
-enum class node_state : std::uint8_t { idle, waiting, ready_inline, resolved };
+//! Where a node is, guarded by the reactor's lock. `stopped`: a stop request claimed it
+//! and it left its lane; the reactor's next pass over the stop requests resumes it.
+enum class node_state : std::uint8_t { idle, waiting, ready_inline, resolved, stopped };
+
+//! Who ends a cancellable wait (`wait_node::stop_claim`, read and written through
+//! `std::atomic_ref`): the reactor (its work finished, failed, or `stop_all`), or a stop
+//! request, whichever claims it first; the loser leaves the node alone.
+enum class stop_claim : std::uint8_t {
+  open,    //!< nobody yet
+  reactor, //!< the reactor ends it with the work's outcome
+  queued,  //!< a stop request claimed it and queued it on the reactor's stop list
+  taken,   //!< the reactor took it off that list (and resumes it as stopped)
+};
 
 //! One pending wait. The awaiter fills the first block before submitting it; the reactor
 //! owns the second block while the node is submitted.
@@ -65,6 +76,12 @@ struct wait_node {
   //! second to set it resumes the coroutine. nullptr: no handshake, the reactor resumes the
   //! coroutine as soon as it resolves the wait.
   std::atomic<bool>* arrival = nullptr;
+  //! Of cancellable waits (`arrival` set): see `stop_claim`. Atomic through `atomic_ref`
+  //! (a plain member keeps the node copyable before it is submitted).
+  alignas(std::atomic_ref<stop_claim>::required_alignment) stop_claim claim = stop_claim::open;
+  //! The next node of the reactor's lock-free list of stop requests (written by the stop
+  //! request that claimed the node, before it publishes the node).
+  wait_node* stop_next = nullptr;
 
   // Owned by the reactor.
   wait_node* prev = nullptr;

@@ -6,12 +6,14 @@
 //! it on suspension with the executor and priority of the suspending code, honours a stop
 //! token, and withdraws the wait if the coroutine is destroyed while waiting.
 //!
-//! Stop: when the wait's token can be stopped, a stop callback asks the reactor to
-//! `cancel` the node; the reactor's lock decides between the callback and the work's
-//! completion, so exactly one of them ends the wait. Whichever wins still has to meet
-//! `await_suspend`, which may be registering the callback at that moment: both set the
-//! node's arrival flag, and the second one resumes the coroutine (as `sync_waiter` does
-//! for the CPU primitives). A wait that cannot be stopped skips all of this.
+//! Stop: when the wait's token can be stopped, a stop callback hands the node to the
+//! reactor's `request_stop`, which costs O(1) and takes no lock (one `std::stop_source`
+//! may run ten thousand such callbacks in a row): the node's claim word decides between the
+//! stop request and the work's completion, so exactly one of them ends the wait, and the
+//! reactor's pollers end and resume the stopped waits in bulk. Whoever ends the wait still
+//! has to meet `await_suspend`, which may be registering the callback at that moment: both
+//! set the node's arrival flag, and the second one resumes the coroutine (as `sync_waiter`
+//! does for the CPU primitives). A wait that cannot be stopped skips all of this.
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/detail/reactor_node.hpp"
@@ -79,9 +81,10 @@ public:
   //! Submits the wait for `h`, to be resumed on the current executor with the current
   //! priority (inline on the reactor's thread when there is none). Returns false when the
   //! work had already finished, or stop was requested on `token` meanwhile: do not
-  //! suspend. A stop request on `token` while suspended withdraws the wait and resumes the
-  //! coroutine at once, on its executor (inline on the requesting thread when it has none);
-  //! `stopped()` then says so. `token` is only read here (the callback keeps its state).
+  //! suspend. A stop request on `token` while suspended ends the wait and resumes the
+  //! coroutine on its executor (see `completion_reactor::request_stop` for who resumes it
+  //! and where); `stopped()` then says so. `token` is only read here (the callback keeps
+  //! its state).
   bool suspend(completion_reactor& r, std::coroutine_handle<> h,
                const std::stop_token& token = {}) noexcept {
     m_node.handle = h;
@@ -92,6 +95,7 @@ public:
     if (cancellable) {
       m_arrival.store(false, std::memory_order_relaxed);
       m_node.arrival = &m_arrival;
+      m_node.claim = stop_claim::open; // published to the reactor by submit's lock
     }
     if (r.trace().on_suspend != nullptr) {
       r.trace().on_suspend(r.trace().context, m_node);
@@ -123,7 +127,7 @@ public:
     }
     if (m_node.status.state == completion_state::cancelled &&
         m_node.status.error == stopped_by_request) {
-      m_stopped = true; // completion_reactor::stop_all: a stop request for every wait
+      m_stopped = true; // a stop request: its own (request_stop) or for all (stop_all)
     }
     return m_node.status;
   }
@@ -137,22 +141,9 @@ private:
     void operator()() const noexcept { self->on_stop_requested(); }
   };
 
-  void on_stop_requested() noexcept {
-    if (!m_reactor->cancel(m_node)) {
-      return; // the work's completion won: the reactor resumes the coroutine with it
-    }
-    m_stopped = true; // published by the arrival below
-    if (!m_arrival.exchange(true, std::memory_order_acq_rel)) {
-      return; // await_suspend is still running: it sees the arrival and does not suspend
-    }
-    // Ours until resumed: nobody else can resume the coroutine now.
-    const std::coroutine_handle<> h = m_node.handle;
-    if (executor* const ex = m_node.exec; ex != nullptr) {
-      ex->post(h, m_node.prio);
-    } else {
-      resume(h);
-    }
-  }
+  // O(1), no lock: the reactor ends the wait (status `stopped_by_request`, which `finish`
+  // reports as stopped) and meets await_suspend through the arrival flag.
+  void on_stop_requested() noexcept { m_reactor->request_stop(m_node); }
 
   wait_node m_node{};
   completion_reactor* m_reactor = nullptr;
