@@ -434,7 +434,10 @@ void completion_reactor::unqueue_stop_locked(wait_node& w) noexcept {
 }
 
 void completion_reactor::post_batch(resume_batch& batch) noexcept {
-  std::array<std::coroutine_handle<>, 64> handles{};
+  if (batch.head == nullptr) {
+    return; // the common case: nothing was stopped (and no bulk end)
+  }
+  std::array<std::coroutine_handle<>, 64> handles;
   std::size_t k = 0;
   executor* ex = nullptr;
   priority prio = priority::normal;
@@ -547,7 +550,9 @@ std::size_t completion_reactor::poll() {
   resume_batch stops;
   {
     const std::lock_guard lock(m_mutex);
-    const std::size_t stopped = take_stops_locked(stops); // first: the sweep skips them
+    // First (the sweep skips them); read-only when nothing was stopped.
+    const std::size_t stopped =
+        m_stop_head.load(std::memory_order_relaxed) != nullptr ? take_stops_locked(stops) : 0;
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
     const bool probe = !m_active.empty() &&
