@@ -203,7 +203,6 @@ private:
   static void post_batch(detail::resume_batch& batch) noexcept;
   std::size_t end_stops() noexcept;
   void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
-  void account_locked(std::uint64_t now) noexcept;
   std::size_t run_ready_inline();
   std::size_t poll_claimed_lane() noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
@@ -255,9 +254,13 @@ private:
 
   // The load over time (reactor_stats), guarded by m_mutex: integrals of the pending waits
   // and of the lanes holding them, advanced to `since_ns` at every change.
+  //! Load over time, accounted at transitions only: a wait adds its own time pending when
+  //! it leaves its lane, a lane its busy spell when it empties, the reactor its busy spell
+  //! when the last wait leaves (Little's law: the sum of the waits' times is the integral
+  //! of the pending count).
   struct load_meter {
-    std::uint64_t created_ns = 0, since_ns = 0, busy_ns = 0, pending_wait_ns = 0, busy_lane_ns = 0,
-                  lanes_created = 0;
+    std::uint64_t created_ns = 0, busy_since_ns = 0, busy_ns = 0, pending_wait_ns = 0,
+                  busy_lane_ns = 0, lanes_created = 0;
     std::size_t busy_lanes = 0, peak_pending = 0, peak_busy_lanes = 0;
   };
   load_meter m_load;

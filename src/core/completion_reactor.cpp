@@ -22,6 +22,7 @@ struct reactor_lane {
   wait_node* tail = nullptr;
   std::size_t size = 0;
   std::uint64_t waits = 0; // waits that suspended on it, ever (reactor_stats::lane_waits)
+  std::uint64_t busy_since_ns = 0; // since when it has held a wait (while size != 0)
   bool active = false;     // in m_active
   bool claimed = false;    // an idle thread queries the head outside the lock
   // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
@@ -68,7 +69,7 @@ bool completion_reactor::reactor_lock_sleeps() noexcept {
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
     : m_source(&source), m_options(options) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
-  m_load.created_ns = m_load.since_ns = m_last_progress_ns.load(std::memory_order_relaxed);
+  m_load.created_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
     m_thread = std::jthread([this](std::stop_token st) { thread_main(std::move(st)); });
   }
@@ -156,7 +157,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       }
     }
     const std::uint64_t now = now_ns();
-    account_locked(now);
+    w.submitted_ns = now;
     w.lane = lane;
     w.prev = lane->tail;
     w.next = nullptr;
@@ -167,6 +168,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     }
     lane->tail = &w;
     if (lane->size++ == 0) {
+      lane->busy_since_ns = now;
       m_load.peak_busy_lanes = std::max(m_load.peak_busy_lanes, ++m_load.busy_lanes);
     }
     ++lane->waits;
@@ -181,6 +183,9 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       m_spin_lapsed.store(false, std::memory_order_relaxed); // progress: spinning again
     }
     const std::size_t pending = m_pending_count.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (pending == 1) {
+      m_load.busy_since_ns = now;
+    }
     m_load.peak_pending = std::max(m_load.peak_pending, pending);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
   } while (false);
@@ -188,24 +193,16 @@ bool completion_reactor::submit(wait_node& w) noexcept {
   return !submit_failed_all;
 }
 
-void completion_reactor::account_locked(std::uint64_t now) noexcept {
-  // Times come from several threads' clock reads made before taking the lock: never
-  // integrate backwards.
-  if (now <= m_load.since_ns) {
-    return;
-  }
-  const std::uint64_t dt = now - m_load.since_ns;
-  const std::size_t pending = m_pending_count.load(std::memory_order_relaxed);
-  if (pending != 0) {
-    m_load.busy_ns += dt;
-    m_load.pending_wait_ns += dt * pending;
-    m_load.busy_lane_ns += dt * m_load.busy_lanes;
-  }
-  m_load.since_ns = now;
+namespace {
+//! `now - since`, or 0 for a clock read made before `since` (times come from several
+//! threads' clock reads taken before the lock).
+std::uint64_t elapsed(std::uint64_t now, std::uint64_t since) noexcept {
+  return now > since ? now - since : 0;
 }
+} // namespace
 
 void completion_reactor::unlink_locked(wait_node& w, std::uint64_t now) noexcept {
-  account_locked(now);
+  m_load.pending_wait_ns += elapsed(now, w.submitted_ns);
   reactor_lane& lane = *w.lane;
   (w.prev != nullptr ? w.prev->next : lane.head) = w.next;
   (w.next != nullptr ? w.next->prev : lane.tail) = w.prev;
@@ -213,9 +210,12 @@ void completion_reactor::unlink_locked(wait_node& w, std::uint64_t now) noexcept
   w.lane = nullptr;
   if (--lane.size == 0) {
     --m_load.busy_lanes;
+    m_load.busy_lane_ns += elapsed(now, lane.busy_since_ns);
   }
   lane.pops.fetch_add(1, std::memory_order_release);
-  m_pending_count.fetch_sub(1, std::memory_order_relaxed);
+  if (m_pending_count.fetch_sub(1, std::memory_order_relaxed) == 1) {
+    m_load.busy_ns += elapsed(now, m_load.busy_since_ns);
+  }
 }
 
 bool completion_reactor::withdraw(wait_node& w) noexcept {
@@ -860,12 +860,17 @@ reactor_stats completion_reactor::stats() const {
   }
   // The integrals as of now, on a copy: reading statistics changes nothing.
   load_meter m = m_load;
-  const std::uint64_t now = std::max(now_ns(), m.since_ns);
-  if (s.pending != 0) {
-    const std::uint64_t dt = now - m.since_ns;
-    m.busy_ns += dt;
-    m.pending_wait_ns += dt * s.pending;
-    m.busy_lane_ns += dt * m.busy_lanes;
+  const std::uint64_t now = now_ns();
+  if (s.pending != 0) { // the spells in progress (a walk over the pending waits: stats only)
+    m.busy_ns += elapsed(now, m.busy_since_ns);
+    for (const reactor_lane* lane : m_active) {
+      if (lane->size != 0) {
+        m.busy_lane_ns += elapsed(now, lane->busy_since_ns);
+      }
+      for (const wait_node* w = lane->head; w != nullptr; w = w->next) {
+        m.pending_wait_ns += elapsed(now, w->submitted_ns);
+      }
+    }
   }
   s.lanes_created = m.lanes_created;
   s.peak_pending = m.peak_pending;

@@ -89,7 +89,8 @@ struct wait_node {
   reactor_lane* lane = nullptr;
   node_state state = node_state::idle;
   completion_status status{};
-  std::uint64_t resolved_ns = 0; //!< steady-clock time the reactor saw it finish
+  std::uint64_t submitted_ns = 0; //!< steady-clock time it joined its lane (load statistics)
+  std::uint64_t resolved_ns = 0;  //!< steady-clock time the reactor saw it finish
 
   // Owned by the tracing hooks.
   mutable wait_trace_slot trace{};
