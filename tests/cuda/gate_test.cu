@@ -266,13 +266,19 @@ TEST_F(GateTest, AGateDestroyedWhileItsUnitsAreQueuedIsSafe) {
   ASSERT_NE(ctl.device, nullptr);
   cu::stream s;
   outputs out(4);
+  outputs scratch(1);
   {
     // Blocks for both gates' words, ready in the pool before the GPU is held: neither may
-    // need a new page-locked allocation (it may wait for the whole device).
+    // need a new page-locked allocation (it may wait for the whole device). And graphs of
+    // this unit shape returned last to the context's pool, so that no gate below has to
+    // instantiate one while the GPU is held (that may wait for the device too).
     cu::gate warm_a(s);
     cu::gate warm_b(s);
+    (void)warm_a.launch(write_one, dim3(1), dim3(1), scratch.buf.device_data(), 0);
+    (void)warm_b.launch(write_one, dim3(1), dim3(1), scratch.buf.device_data(), 0);
   }
   s.sync();
+  cu::current_context().drain_releases(); // their graphs are back in the pool
   (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
   {
     std::stop_source stop;
