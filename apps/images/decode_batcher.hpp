@@ -97,8 +97,8 @@ struct decode_batch_settings {
 };
 
 //! The settings from the environment: `CUAWAIT_IMAGES_NVJPEG_BATCH` (jobs per batch at
-//! most; default 32 where the decoder is the hardware backend, else 1: each image through
-//! the per-image path), `CUAWAIT_IMAGES_NVJPEG_LANES` (default 2) and
+//! most; default 1, each image through the per-image path: batching, e.g. 32, is opt-in
+//! and used only with the hardware backend), `CUAWAIT_IMAGES_NVJPEG_LANES` (default 2) and
 //! `CUAWAIT_IMAGES_NVJPEG_WAIT_US` (max_wait, default 2000). A value that is not a whole
 //! number of at least 1 (0 for the wait) is ignored. `max_batch` 1 means no batching.
 [[nodiscard]] decode_batch_settings decode_batch_settings_from_env(bool hardware);
