@@ -21,10 +21,10 @@ struct reactor_lane {
   wait_node* head = nullptr;
   wait_node* tail = nullptr;
   std::size_t size = 0;
-  std::uint64_t waits = 0; // waits that suspended on it, ever (reactor_stats::lane_waits)
+  std::uint64_t waits = 0;         // waits that suspended on it, ever (reactor_stats::lane_waits)
   std::uint64_t busy_since_ns = 0; // since when it has held a wait (while size != 0)
-  bool active = false;     // in m_active
-  bool claimed = false;    // an idle thread queries the head outside the lock
+  bool active = false;             // in m_active
+  bool claimed = false;            // an idle thread queries the head outside the lock
   // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
   // changed knows that the head it copied is gone. Read without the lock by the claimer.
   std::atomic<std::uint64_t> pops{0};

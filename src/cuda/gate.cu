@@ -185,8 +185,7 @@ cudaError_t adopt(cudaStream_t s, gate_graphs& g, const gate_template& t, const 
 
 //! An executable graph running `g.unit`: the gate's most recently used template that takes
 //! the update, else an idle one of the context's pool that does, else a new one.
-cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out,
-                          const char*& api) {
+cudaError_t exec_for_unit(cudaStream_t s, gate_graphs& g, cudaGraphExec_t& out, const char*& api) {
   bool refused = false;
   for (std::size_t i = 0; i < g.templates.size(); ++i) {
     const cudaError_t e = try_update(g.templates[i], g.unit, refused, api);

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 #include <stdexcept>
-#include <string>
 #include <stop_token>
+#include <string>
 #include <vector>
 
 namespace {

@@ -71,10 +71,10 @@ struct gate_words {
 //! stream has passed their launches, to the device context's `gate_template_pool`, where
 //! the next gate finds them. A gate instantiates only for a unit shape new to the context.
 struct gate_template {
-  cudaGraph_t graph = nullptr;      //!< the template
-  cudaGraph_t body = nullptr;       //!< its IF node's body
-  cudaGraphNode_t check = nullptr;  //!< the check kernel's node (its words change per gate)
-  cudaGraphNode_t child = nullptr;  //!< the unit in the body
+  cudaGraph_t graph = nullptr;     //!< the template
+  cudaGraph_t body = nullptr;      //!< its IF node's body
+  cudaGraphNode_t check = nullptr; //!< the check kernel's node (its words change per gate)
+  cudaGraphNode_t child = nullptr; //!< the unit in the body
   cudaGraphConditionalHandle handle{};
   cudaGraphExec_t exec = nullptr;
 };
@@ -107,11 +107,11 @@ struct gate_graphs {
   };
   gate_template_pool* pool = nullptr;
   gate_words* device_words = nullptr;
-  cudaGraph_t unit = nullptr;         //!< the unit being captured
+  cudaGraph_t unit = nullptr;           //!< the unit being captured
   std::vector<gate_template> templates; //!< most recently used first
-  std::vector<retired> dropped;       //!< dropped from `templates`, waiting for their launches
-  std::uint64_t instantiated = 0;     //!< units that instantiated a graph
-  std::uint64_t updated = 0;          //!< units that updated one
+  std::vector<retired> dropped;         //!< dropped from `templates`, waiting for their launches
+  std::uint64_t instantiated = 0;       //!< units that instantiated a graph
+  std::uint64_t updated = 0;            //!< units that updated one
   //! Returns the dropped templates whose last launch has finished to the pool; never waits.
   void reap() noexcept;
   //! Returns everything to the pool, once the stream has passed it (the release thread's job).
