@@ -3,6 +3,7 @@
 // onto the thread pool, and the memory a suspended task holds. docs/PERFORMANCE.md
 // records the figures with the command that produced them.
 
+#include "common/detached.hpp"
 #include <cuawait/detail/trampoline.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
@@ -127,15 +128,7 @@ BENCHMARK(bm_frame_sized_malloc_free)->Arg(64)->Arg(128);
 
 // --- hop onto the pool with every worker busy hopping ----------------------------------------
 
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
+using cuawait::test::detached; // frees its frame when it ends
 
 //! Hops `hops` times, recording each hop's latency (clock read to clock read, so one
 //! clock read, ~20 ns, is included in every sample).

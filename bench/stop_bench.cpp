@@ -9,6 +9,7 @@
 //   cuawait-stop_bench [--workers P] [--waits N] [--runs R]
 // Prints the median, min and max over R runs of each.
 
+#include "common/detached.hpp"
 #include "cuawait/cancellation.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
@@ -66,16 +67,7 @@ private:
   cuawait::detail::reactor_wait m_wait;
 };
 
-//! Fire-and-forget coroutine: frees its frame when it ends.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void return_void() const noexcept {}
-    void unhandled_exception() const noexcept { std::terminate(); }
-  };
-};
+using cuawait::test::detached; // frees its frame when it ends
 
 detached waiter(cuawait::thread_pool& pool, cuawait::completion_reactor& r, std::stop_token stop,
                 std::atomic<int>& resumed) {

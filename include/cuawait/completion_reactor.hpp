@@ -252,12 +252,10 @@ private:
   std::mutex m_park_mutex;
   std::condition_variable m_park_cv;
 
-  // The load over time (reactor_stats), guarded by m_mutex: integrals of the pending waits
-  // and of the lanes holding them, advanced to `since_ns` at every change.
-  //! Load over time, accounted at transitions only: a wait adds its own time pending when
-  //! it leaves its lane, a lane its busy spell when it empties, the reactor its busy spell
-  //! when the last wait leaves (Little's law: the sum of the waits' times is the integral
-  //! of the pending count).
+  //! Load over time (reactor_stats), guarded by m_mutex, accounted at transitions only: a wait adds
+  //! its own time pending when it leaves its lane, a lane its busy spell when it empties, the
+  //! reactor its busy spell when the last wait leaves (Little's law: the sum of the waits' times is
+  //! the integral of the pending count).
   struct load_meter {
     std::uint64_t created_ns = 0, busy_since_ns = 0, busy_ns = 0, pending_wait_ns = 0,
                   busy_lane_ns = 0, lanes_created = 0;
