@@ -664,7 +664,8 @@ void run_coro_devices(batch& b, std::size_t memory_budget, std::size_t stream_co
   const std::string decode =
       parts.front()->decoder != nullptr
           ? "; JPEG decode on the GPU (nvJPEG): " + std::to_string(gpu_decoded) + " images, " +
-                std::to_string(fallbacks) + " JPEGs decoded on the CPU instead"
+                std::to_string(fallbacks) + " JPEGs decoded on the CPU instead; " +
+                gpu::jpeg_decoder::call_summary()
           : "; JPEG decode on the CPU";
   b.set_concurrency_note(note + per_device + decode);
   cuda::set_device(rt.context().device()); // the run may leave another device current
@@ -741,7 +742,7 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
                            " backend): " + std::to_string(ctx.gpu_decoded.load()) + " images, " +
                            std::to_string(ctx.cpu_fallbacks.load()) +
                            " JPEGs decoded on the CPU instead (refused by nvJPEG)" +
-                           batched.note());
+                           batched.note() + "; " + gpu::jpeg_decoder::call_summary());
   }
 }
 

@@ -14,7 +14,11 @@
 #include <nvjpeg.h>
 #endif
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -96,11 +100,46 @@ struct jpeg_decoder::impl {
   }
 };
 
+namespace {
+
+// Where the host time of the nvJPEG calls goes (for the run's summary line).
+struct call_counters {
+  std::atomic<std::uint64_t> inits{0};
+  std::atomic<std::uint64_t> init_ns{0};
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<std::uint64_t> call_ns{0};
+  std::atomic<std::uint64_t> images{0};
+  std::atomic<std::uint64_t> parses{0};
+  std::atomic<std::uint64_t> parse_ns{0};
+};
+call_counters g_calls;
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point t0) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+}
+
+// CUAWAIT_IMAGES_NVJPEG_STATES=one: one state per lane, initialised again whenever the batch
+// size changes (what nvJPEG's samples do). Default: a state per batch size and format, each
+// initialised once (nvjpegDecodeBatchedInitialize allocates, and partial batches vary in size).
+bool state_per_size() noexcept {
+  static const bool per_size = [] {
+    const char* v = std::getenv("CUAWAIT_IMAGES_NVJPEG_STATES");
+    return v == nullptr || std::string_view(v) != "one";
+  }();
+  return per_size;
+}
+
+} // namespace
+
 struct jpeg_state {
   nvjpegJpegState_t state = nullptr;
   nvjpegJpegStream_t stream = nullptr; // the parsed file, for the hardware support check
   int format = -1;                     // output format the batched decoder is set up for
   int batch = 0;                       // and the batch size
+  // With state_per_size(): states for batches of two or more, keyed by (format, size).
+  std::map<std::pair<int, int>, nvjpegJpegState_t> sized;
   // The arguments of the last call, kept to reuse their memory.
   std::vector<const unsigned char*> data;
   std::vector<std::size_t> lengths;
@@ -113,6 +152,9 @@ void jpeg_state_deleter::operator()(jpeg_state* s) const noexcept {
   }
   if (s->stream != nullptr) {
     (void)nvjpegJpegStreamDestroy(s->stream);
+  }
+  for (const auto& [key, state] : s->sized) {
+    (void)nvjpegJpegStateDestroy(state);
   }
   if (s->state != nullptr) {
     (void)nvjpegJpegStateDestroy(s->state);
@@ -187,6 +229,13 @@ namespace {
 
 // The hardware support check on a parsed copy of the file's headers.
 bool engines_take(nvjpegHandle_t h, nvjpegJpegStream_t stream, std::span<const std::uint8_t> file) {
+  struct timed {
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~timed() {
+      g_calls.parses.fetch_add(1, std::memory_order_relaxed);
+      g_calls.parse_ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+    }
+  } timing;
   int unsupported = 1; // 0 means supported
   return nvjpegJpegStreamParse(h, file.data(), file.size(), 0, 0, stream) ==
              NVJPEG_STATUS_SUCCESS &&
@@ -230,8 +279,38 @@ bool jpeg_decoder::decode_batch(jpeg_state& state, std::span<const jpeg_batch_it
       items.front().plan->stored.channels == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGBI;
   const int n = static_cast<int>(items.size());
   // nvJPEG decodes exactly the batch size it was initialised for, in one output format.
-  if (state.format != static_cast<int>(format) || state.batch != n) {
-    if (nvjpegDecodeBatchedInitialize(h, state.state, n, 1, format) != NVJPEG_STATUS_SUCCESS) {
+  nvjpegJpegState_t target = state.state;
+  if (n > 1 && state_per_size()) {
+    const std::pair<int, int> key{static_cast<int>(format), n};
+    auto it = state.sized.find(key);
+    if (it == state.sized.end()) {
+      nvjpegJpegState_t made = nullptr;
+      if (nvjpegJpegStateCreate(h, &made) != NVJPEG_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      if (m_impl->hardware) {
+        (void)nvjpegDecodeBatchedPreAllocate(h, made, 1, 1, 1, NVJPEG_CSS_444,
+                                             NVJPEG_OUTPUT_RGBI);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      const nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h, made, n, 1, format);
+      g_calls.inits.fetch_add(1, std::memory_order_relaxed);
+      g_calls.init_ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+      if (st != NVJPEG_STATUS_SUCCESS) {
+        (void)nvjpegJpegStateDestroy(made);
+        (void)cudaGetLastError();
+        return false;
+      }
+      it = state.sized.emplace(key, made).first;
+    }
+    target = it->second;
+  } else if (state.format != static_cast<int>(format) || state.batch != n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h, state.state, n, 1, format);
+    g_calls.inits.fetch_add(1, std::memory_order_relaxed);
+    g_calls.init_ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+    if (st != NVJPEG_STATUS_SUCCESS) {
       state.format = -1;
       state.batch = 0;
       (void)cudaGetLastError();
@@ -253,15 +332,41 @@ bool jpeg_decoder::decode_batch(jpeg_state& state, std::span<const jpeg_batch_it
     state.lengths.push_back(item.file.size());
     state.images.push_back(image);
   }
-  if (nvjpegDecodeBatched(h, state.state, state.data.data(), state.lengths.data(),
-                          state.images.data(), s) != NVJPEG_STATUS_SUCCESS) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const nvjpegStatus_t st = nvjpegDecodeBatched(h, target, state.data.data(),
+                                                state.lengths.data(), state.images.data(), s);
+  g_calls.calls.fetch_add(1, std::memory_order_relaxed);
+  g_calls.call_ns.fetch_add(ns_since(t0), std::memory_order_relaxed);
+  g_calls.images.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+  if (st != NVJPEG_STATUS_SUCCESS) {
     (void)cudaGetLastError();
     // nvJPEG's header: initialisation also resets a failed batch; force it next call.
-    state.format = -1;
-    state.batch = 0;
+    if (target == state.state) {
+      state.format = -1;
+      state.batch = 0;
+    } else {
+      (void)nvjpegJpegStateDestroy(target);
+      state.sized.erase({static_cast<int>(format), n});
+    }
     return false;
   }
   return true;
+}
+
+std::string jpeg_decoder::call_summary() {
+  const auto ms = [](const std::atomic<std::uint64_t>& ns) {
+    return static_cast<double>(ns.load(std::memory_order_relaxed)) / 1e6;
+  };
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "nvJPEG host time: %llu decode calls (%llu images) %.1f ms, %llu initialisations "
+                "%.1f ms (states %s), %llu header checks %.1f ms",
+                static_cast<unsigned long long>(g_calls.calls.load()),
+                static_cast<unsigned long long>(g_calls.images.load()), ms(g_calls.call_ns),
+                static_cast<unsigned long long>(g_calls.inits.load()), ms(g_calls.init_ns),
+                state_per_size() ? "per batch size" : "one per lane",
+                static_cast<unsigned long long>(g_calls.parses.load()), ms(g_calls.parse_ns));
+  return text;
 }
 
 bool jpeg_decoder::decode(jpeg_state& state, std::span<const std::uint8_t> file,
@@ -307,6 +412,8 @@ std::optional<jpeg_plan> jpeg_decoder::plan(std::span<const std::uint8_t> /*file
 }
 
 jpeg_state_ptr jpeg_decoder::make_state() const { return jpeg_state_ptr(new jpeg_state); }
+
+std::string jpeg_decoder::call_summary() { return "no nvJPEG in this build"; }
 
 bool jpeg_decoder::decode(jpeg_state& /*state*/, std::span<const std::uint8_t> /*file*/,
                           const jpeg_plan& /*plan*/, std::uint8_t* /*out*/,

@@ -91,9 +91,10 @@ public:
   //! setup, before the state's first batch.
   void preallocate(jpeg_state& state) const;
 
-  //! Enqueues on `s` the decode of `items` by one `nvjpegDecodeBatched` call with `state`,
-  //! which is (re)initialised when the batch's size or output format differs from its
-  //! previous call's. Every item must have the same channels. The files must stay alive and
+  //! Enqueues on `s` the decode of `items` by one `nvjpegDecodeBatched` call with `state`:
+  //! batches of two or more use a decode state kept per batch size and output format,
+  //! initialised once (CUAWAIT_IMAGES_NVJPEG_STATES=one: one state, initialised again
+  //! whenever the size or format differs from its previous call's). Every item must have the same channels. The files must stay alive and
   //! unchanged until the work on `s` completes. Returns false when nvJPEG refuses the batch
   //! as a whole (then nothing usable was written, and the state is reset for its next call);
   //! a file the hardware backend does not take (`batch_supported`) may be refused this way.
@@ -107,6 +108,10 @@ public:
   //! written and the caller decodes on the CPU.
   [[nodiscard]] bool decode(jpeg_state& state, std::span<const std::uint8_t> file,
                             const jpeg_plan& plan, std::uint8_t* out, cudaStream_t s) const;
+
+  //! The process's nvJPEG host time so far: decode calls, images, initialisations (for a
+  //! run's summary; where the CPU time of GPU decoding goes).
+  [[nodiscard]] static std::string call_summary();
 
 private:
   struct impl;
