@@ -314,8 +314,9 @@ TEST(DecodeBatcher, SettingsComeFromTheEnvironment) {
   ::unsetenv("CUAWAIT_IMAGES_NVJPEG_BATCH");
   ::unsetenv("CUAWAIT_IMAGES_NVJPEG_LANES");
   ::unsetenv("CUAWAIT_IMAGES_NVJPEG_WAIT_US");
-  // Batching is opt-in: one image per decode unless the environment asks for more.
-  EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 1U);
+  // Batches of up to 32 on the hardware backend; one image per call on the default backend
+  // (its Huffman decoding runs on the calling thread).
+  EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 32U);
   EXPECT_EQ(ci::decode_batch_settings_from_env(false).options.max_batch, 1U);
   EXPECT_EQ(ci::decode_batch_settings_from_env(true).lanes, 2U);
   ::setenv("CUAWAIT_IMAGES_NVJPEG_BATCH", "64", 1);
@@ -327,7 +328,8 @@ TEST(DecodeBatcher, SettingsComeFromTheEnvironment) {
   EXPECT_EQ(s.options.max_wait.count(), 0);
   for (const char* bad : {"0", "-3", "x", "12x", ""}) {
     ::setenv("CUAWAIT_IMAGES_NVJPEG_BATCH", bad, 1);
-    EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 1U) << bad;
+    EXPECT_EQ(ci::decode_batch_settings_from_env(true).options.max_batch, 32U) << bad;
+    EXPECT_EQ(ci::decode_batch_settings_from_env(false).options.max_batch, 1U) << bad;
   }
   ::unsetenv("CUAWAIT_IMAGES_NVJPEG_BATCH");
   ::unsetenv("CUAWAIT_IMAGES_NVJPEG_LANES");
