@@ -39,6 +39,20 @@ protected:
   void SetUp() override { CUAWAIT_REQUIRE_GPU(); }
 };
 
+//! Runs `unit` once through a gate while the GPU is free, so that the graphs of its shape
+//! wait in the context's pool: a gate of the same shape made later, while a spinning
+//! kernel holds the GPU, takes them instead of instantiating new ones (an instantiation may
+//! wait for the whole device, and so for the spinning kernel: docs/CANCELLATION.md).
+template <class Unit>
+void warm_shape(cu::stream& s, Unit&& unit) {
+  {
+    cu::gate warm(s);
+    (void)warm.run(unit);
+  }
+  s.sync();
+  cu::current_context().drain_releases(); // its graphs are back in the pool
+}
+
 TEST_F(GateTest, AnOpenGateRunsEveryUnit) {
   cu::stream s;
   outputs out(8);
@@ -120,6 +134,10 @@ TEST_F(GateTest, AStopSkipsEveryUnitNotYetStarted) {
   cu::stream s;
   constexpr int n = 20;
   outputs out(n + 1);
+  outputs scratch(1);
+  warm_shape(s, [&](cu::stream_ref gs) {
+    (void)gs.launch(write_one, dim3(1), dim3(1), scratch.buf.device_data(), 0);
+  });
   std::stop_source stop;
   cu::gate g(s, stop.get_token());
   (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
@@ -146,6 +164,10 @@ TEST_F(GateTest, UnitsBeforeTheStopRunAndUnitsAfterItAreSkipped) {
   ASSERT_NE(ctl.device, nullptr);
   cu::stream s;
   outputs out(10);
+  outputs scratch(1);
+  warm_shape(s, [&](cu::stream_ref gs) {
+    (void)gs.launch(write_one, dim3(1), dim3(1), scratch.buf.device_data(), 0);
+  });
   std::stop_source stop;
   cu::gate g(s, stop.get_token());
   for (int i = 0; i < 5; ++i) {
@@ -163,6 +185,7 @@ TEST_F(GateTest, UnitsBeforeTheStopRunAndUnitsAfterItAreSkipped) {
   stop.request_stop();
   ctl.release();
   s.sync();
+  EXPECT_EQ(ctl.outcome(), 1) << "the spinning kernel timed out: a gate waited for the device";
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(out.at(i), 1) << "unit " << i << " was passed before the stop";
   }
@@ -182,18 +205,23 @@ TEST_F(GateTest, ARunUnitIsSkippedAsAWhole) {
   cu::device_buffer<int> d(4, s);
   std::vector<int> host(4, 7);
   cu::pinned_buffer<int> pinned(4);
-  cu::gate g(s);
-  (void)s.memset(d.data(), 0, 4);
-  (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
-  (void)g.run([&](cu::stream_ref gs) {
+  const auto unit = [&](cu::stream_ref gs) {
     (void)gs.memset(d.data(), 0xff, 4);
     (void)gs.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 0);
     (void)gs.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 1);
-  });
+  };
+  warm_shape(s, unit);
+  (void)s.memset(out.buf.device_data(), 0, 4); // what the warm-up wrote
+  s.sync();
+  cu::gate g(s);
+  (void)s.memset(d.data(), 0, 4);
+  (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
+  (void)g.run(unit);
   g.close();
   ctl.release();
   (void)s.copy(pinned.data(), d.data(), 4);
   s.sync();
+  EXPECT_EQ(ctl.outcome(), 1) << "the spinning kernel timed out: a gate waited for the device";
   EXPECT_EQ(out.at(0), 0);
   EXPECT_EQ(out.at(1), 0);
   for (int i = 0; i < 4; ++i) {
@@ -293,6 +321,7 @@ TEST_F(GateTest, AGateDestroyedWhileItsUnitsAreQueuedIsSafe) {
   (void)other.launch(write_one, dim3(1), dim3(1), out.buf.device_data(), 3);
   ctl.release();
   s.sync();
+  EXPECT_EQ(ctl.outcome(), 1) << "the spinning kernel timed out: a gate waited for the device";
   EXPECT_EQ(out.at(0), 0);
   EXPECT_EQ(out.at(2), 0);
   EXPECT_EQ(out.at(3), 1); // written by the open gate's unit
@@ -306,6 +335,10 @@ TEST_F(GateTest, AJobsTokenGatesItsWork) {
   cu::stream s;
   constexpr int n = 10;
   outputs out(n);
+  outputs scratch(1);
+  warm_shape(s, [&](cu::stream_ref gs) {
+    (void)gs.launch(write_one, dim3(1), dim3(1), scratch.buf.device_data(), 0);
+  });
   std::stop_source stop;
   const auto job = [&]() -> task<void> {
     cu::gate g(s, co_await ca::get_stop_token());
@@ -319,6 +352,7 @@ TEST_F(GateTest, AJobsTokenGatesItsWork) {
   EXPECT_THROW(ca::sync_wait(job().with_stop_token(stop.get_token())), ca::operation_cancelled);
   ctl.release();
   s.sync();
+  EXPECT_EQ(ctl.outcome(), 1) << "the spinning kernel timed out: a gate waited for the device";
   for (int i = 0; i < n; ++i) {
     EXPECT_EQ(out.at(i), 0) << "unit " << i;
   }
