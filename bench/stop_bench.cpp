@@ -6,8 +6,10 @@
 // `operation_cancelled`; and the same for `completion_reactor::stop_all()` (what
 // `runtime::stop()` does to waits that carry no token).
 //
-//   cuawait-stop_bench [--workers P] [--waits N] [--runs R]
-// Prints the median, min and max over R runs of each.
+//   cuawait-stop_bench [--workers P] [--waits N] [--runs R] [--no-throw 1]
+// Prints the median, min and max over R runs of each. --no-throw 1: a stopped wait reports
+// itself through a flag instead of throwing `operation_cancelled` (to see what the
+// exceptions cost of the resumption).
 
 #include "common/detached.hpp"
 #include "cuawait/cancellation.hpp"
@@ -54,12 +56,16 @@ public:
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     return !m_wait.stop_before_submit(m_stop) && m_wait.suspend(*m_reactor, h, m_stop);
   }
-  void await_resume() {
+  bool await_resume() {
     (void)m_wait.finish();
-    if (m_wait.stopped()) {
+    g_entered.fetch_add(1, std::memory_order_relaxed); // resumed by the library
+    if (m_wait.stopped() && g_throw) {
       throw cuawait::operation_cancelled("held wait stopped");
     }
+    return m_wait.stopped();
   }
+  static inline bool g_throw = true;
+  static inline std::atomic<int> g_entered{0};
 
 private:
   cuawait::completion_reactor* m_reactor;
@@ -73,7 +79,7 @@ detached waiter(cuawait::thread_pool& pool, cuawait::completion_reactor& r, std:
                 std::atomic<int>& resumed) {
   co_await pool.schedule();
   try {
-    co_await held_wait(r, std::move(stop));
+    (void)co_await held_wait(r, std::move(stop));
   } catch (const cuawait::operation_cancelled&) {
   }
   resumed.fetch_add(1, std::memory_order_relaxed);
@@ -83,6 +89,7 @@ void wake(void* pool) noexcept { static_cast<cuawait::thread_pool*>(pool)->wake_
 
 std::vector<double> g_returned_ms; //!< how long the stop call itself took, per run
 std::vector<double> g_cpu_ms;      //!< the CPU time of the stopping thread in that call
+std::vector<double> g_entered_ms;  //!< until every wait's await_resume had run, per run
 
 //! CPU time of the calling thread: unlike wall time, not inflated while it is preempted
 //! (the workers and other programs share few cores with it).
@@ -97,6 +104,7 @@ double run_once(cuawait::thread_pool& pool, cuawait::completion_reactor& r, int 
                 bool use_stop_all) {
   std::stop_source stop;
   std::atomic<int> resumed{0};
+  held_wait::g_entered.store(0);
   for (int i = 0; i < waits; ++i) {
     waiter(pool, r, use_stop_all ? std::stop_token{} : stop.get_token(), resumed);
   }
@@ -112,8 +120,16 @@ double run_once(cuawait::thread_pool& pool, cuawait::completion_reactor& r, int 
   }
   g_returned_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
   g_cpu_ms.push_back(thread_cpu_ms() - cpu0);
+  bool all_entered = false;
   while (resumed.load(std::memory_order_relaxed) < waits) {
+    if (!all_entered && held_wait::g_entered.load(std::memory_order_relaxed) >= waits) {
+      all_entered = true;
+      g_entered_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
     std::this_thread::yield(); // the workers need the cores more (2-core machines)
+  }
+  if (!all_entered) {
+    g_entered_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
   }
   return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
 }
@@ -131,6 +147,8 @@ int main(int argc, char** argv) {
       waits = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--runs") == 0) {
       runs = std::max(1, std::atoi(argv[i + 1]));
+    } else if (std::strcmp(argv[i], "--no-throw") == 0) {
+      held_wait::g_throw = std::atoi(argv[i + 1]) == 0;
     }
   }
   never_source src;
@@ -144,17 +162,21 @@ int main(int argc, char** argv) {
     std::vector<double> t;
     g_returned_ms.clear();
     g_cpu_ms.clear();
+    g_entered_ms.clear();
     for (int i = 0; i < runs; ++i) {
       t.push_back(run_once(pool, reactor, waits, use_stop_all));
     }
     std::sort(t.begin(), t.end());
     std::sort(g_returned_ms.begin(), g_returned_ms.end());
     std::sort(g_cpu_ms.begin(), g_cpu_ms.end());
-    std::printf("stop %d pending waits, %zu workers, %s: all resumed after median %.3f ms, "
-                "min %.3f, max %.3f (%d runs); the call returned after %.3f ms, "
-                "%.3f ms of its thread's CPU (medians)\n",
+    std::sort(g_entered_ms.begin(), g_entered_ms.end());
+    std::printf("stop %d pending waits, %zu workers, %s%s: all resumed after median %.3f ms, "
+                "min %.3f, max %.3f (%d runs); every await_resume reached after %.3f ms; the "
+                "call returned after %.3f ms, %.3f ms of its thread's CPU (medians)\n",
                 waits, workers, use_stop_all ? "stop_all()" : "one std::stop_source",
-                t[t.size() / 2], t.front(), t.back(), runs, g_returned_ms[g_returned_ms.size() / 2],
+                held_wait::g_throw ? "" : " (no exceptions)",
+                t[t.size() / 2], t.front(), t.back(), runs, g_entered_ms[g_entered_ms.size() / 2],
+                g_returned_ms[g_returned_ms.size() / 2],
                 g_cpu_ms[g_cpu_ms.size() / 2]);
   }
   pool.set_idle_source(nullptr);
