@@ -174,10 +174,9 @@ int main(int argc, char** argv) {
                 "min %.3f, max %.3f (%d runs); every await_resume reached after %.3f ms; the "
                 "call returned after %.3f ms, %.3f ms of its thread's CPU (medians)\n",
                 waits, workers, use_stop_all ? "stop_all()" : "one std::stop_source",
-                held_wait::g_throw ? "" : " (no exceptions)",
-                t[t.size() / 2], t.front(), t.back(), runs, g_entered_ms[g_entered_ms.size() / 2],
-                g_returned_ms[g_returned_ms.size() / 2],
-                g_cpu_ms[g_cpu_ms.size() / 2]);
+                held_wait::g_throw ? "" : " (no exceptions)", t[t.size() / 2], t.front(), t.back(),
+                runs, g_entered_ms[g_entered_ms.size() / 2],
+                g_returned_ms[g_returned_ms.size() / 2], g_cpu_ms[g_cpu_ms.size() / 2]);
   }
   pool.set_idle_source(nullptr);
   reactor.set_idle_waker(nullptr, nullptr);
