@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Merging arena ranges into few copies (the core of arena_pair's merged transfers).
 
-#include <cuawait/detail/arena_ranges.hpp>
+#include <cuawait/cuda/detail/arena_ranges.hpp>
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 
 namespace {
 
-using cuawait::detail::byte_range;
-using cuawait::detail::merge_ranges;
-using cuawait::detail::merge_slot_ranges;
+using cuawait::cuda::detail::byte_range;
+using cuawait::cuda::detail::merge_ranges;
+using cuawait::cuda::detail::merge_slot_ranges;
 
 TEST(ArenaRanges, AdjacentFullSlotsBecomeOneCopy) {
   const std::vector<std::size_t> slots{3, 1, 2, 0};

@@ -4,7 +4,7 @@
 // executor resumption, and a multi-threaded stress (also run under TSan).
 
 #include <cuawait/cancellation.hpp>
-#include <cuawait/detail/batch_coalesce.hpp>
+#include <cuawait/cuda/detail/batch_coalesce.hpp>
 #include <cuawait/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
 
@@ -486,7 +486,7 @@ std::vector<cuawait::copy_span> spans_for(char* dst, const char* src, std::vecto
 TEST(Coalesce, AdjacentSlotsInAnyOrderBecomeOneCopy) {
   std::vector<char> host(64), dev(64);
   auto v = spans_for(dev.data(), host.data(), {3, 1, 0, 2}, 16);
-  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 1u);
+  EXPECT_EQ(cuawait::cuda::detail::coalesce_copies(v), 1u);
   EXPECT_EQ(v[0].src, host.data());
   EXPECT_EQ(v[0].dst, dev.data());
   EXPECT_EQ(v[0].bytes, 64u);
@@ -495,7 +495,7 @@ TEST(Coalesce, AdjacentSlotsInAnyOrderBecomeOneCopy) {
 TEST(Coalesce, GapsSplitRuns) {
   std::vector<char> host(128), dev(128);
   auto v = spans_for(dev.data(), host.data(), {0, 1, 3, 4, 5, 7}, 16);
-  ASSERT_EQ(cuawait::detail::coalesce_copies(v), 3u);
+  ASSERT_EQ(cuawait::cuda::detail::coalesce_copies(v), 3u);
   EXPECT_EQ(v[0].bytes, 32u);
   EXPECT_EQ(v[1].src, host.data() + 48);
   EXPECT_EQ(v[1].bytes, 48u);
@@ -507,7 +507,7 @@ TEST(Coalesce, SourcesAdjacentButDestinationsNotStaySeparate) {
   std::vector<char> host(64), dev(128);
   std::vector<cuawait::copy_span> v{{dev.data(), host.data(), 16},
                                     {dev.data() + 32, host.data() + 16, 16}};
-  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 2u);
+  EXPECT_EQ(cuawait::cuda::detail::coalesce_copies(v), 2u);
 }
 
 TEST(Coalesce, EveryByteGoesWhereItWouldHaveGone) {
@@ -519,7 +519,7 @@ TEST(Coalesce, EveryByteGoesWhereItWouldHaveGone) {
   const std::vector<int> slots{5, 0, 1, 9, 2, 8, 15, 14};
   auto plain = spans_for(a.data(), src.data(), slots, 16);
   auto merged = spans_for(b.data(), src.data(), slots, 16);
-  cuawait::detail::coalesce_copies(merged);
+  cuawait::cuda::detail::coalesce_copies(merged);
   EXPECT_LT(merged.size(), plain.size());
   for (auto& c : plain) {
     std::memcpy(c.dst, c.src, c.bytes);
@@ -532,10 +532,10 @@ TEST(Coalesce, EveryByteGoesWhereItWouldHaveGone) {
 
 TEST(Coalesce, EmptyAndSingle) {
   std::vector<cuawait::copy_span> v;
-  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 0u);
+  EXPECT_EQ(cuawait::cuda::detail::coalesce_copies(v), 0u);
   char x[4], y[4];
   v.push_back({x, y, 4});
-  EXPECT_EQ(cuawait::detail::coalesce_copies(v), 1u);
+  EXPECT_EQ(cuawait::cuda::detail::coalesce_copies(v), 1u);
 }
 
 } // namespace

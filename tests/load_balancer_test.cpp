@@ -3,7 +3,7 @@
 // slot is taken, ties go round, a finished job frees its slot, counters add up under many
 // threads.
 
-#include <cuawait/detail/load_balancer.hpp>
+#include <cuawait/cuda/detail/load_balancer.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 namespace {
 
-using cuawait::detail::load_balancer;
+using cuawait::cuda::detail::load_balancer;
 
 TEST(LoadBalancer, NoSlotIsRefused) { EXPECT_THROW(load_balancer(0), std::invalid_argument); }
 

@@ -7,7 +7,7 @@
 #include "common/fake_completion_source.hpp"
 
 #include <cuawait/completion_reactor.hpp>
-#include <cuawait/detail/load_balancer.hpp>
+#include <cuawait/cuda/detail/load_balancer.hpp>
 #include <cuawait/idle_source_set.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
@@ -118,7 +118,7 @@ TEST(MultiReactor, WhenAllAcrossDevicesResumesEveryJob) {
 
 //! Jobs spread over the devices by a load balancer (as `cuda::device_scheduler` does), all
 //! started before any completes: each device gets an equal share, every job resumes.
-ca::task<std::size_t> balanced_job(devices_on_one_pool& g, ca::detail::load_balancer& b,
+ca::task<std::size_t> balanced_job(devices_on_one_pool& g, ca::cuda::detail::load_balancer& b,
                                    std::uint64_t id, std::atomic<std::uint64_t>& next_token,
                                    std::vector<std::atomic<std::uint64_t>>& token_of) {
   auto claim = b.acquire();
@@ -136,7 +136,7 @@ TEST(MultiReactor, JobsSpreadByLoadOverSeveralReactorsAllResume) {
   constexpr std::size_t devices = 4;
   constexpr std::uint64_t jobs = 400;
   devices_on_one_pool g(devices, 4, false);
-  ca::detail::load_balancer b(devices);
+  ca::cuda::detail::load_balancer b(devices);
   std::atomic<std::uint64_t> next_token{0};
   std::vector<std::atomic<std::uint64_t>> token_of(jobs);
   std::vector<ca::task<std::size_t>> tasks;

@@ -4,8 +4,8 @@
 // falling back to instantiation, LRU and per-key bounds, replicas for concurrent replays,
 // stream affinity, failures, captured regions, and many threads at once.
 
-#include <cuawait/detail/region_cache_core.hpp>
-#include <cuawait/detail/region_ops.hpp>
+#include <cuawait/cuda/detail/region_cache_core.hpp>
+#include <cuawait/cuda/detail/region_ops.hpp>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +21,9 @@ namespace {
 
 using cuawait::graph_cache_outcome;
 using cuawait::region_cache_options;
-using cuawait::detail::describe_shape_change;
-using cuawait::detail::region_cache_core;
-using cuawait::detail::region_ops;
+using cuawait::cuda::detail::describe_shape_change;
+using cuawait::cuda::detail::region_cache_core;
+using cuawait::cuda::detail::region_ops;
 
 //! What one operation does, as the fake executable stores it: enough to tell any parameter
 //! change apart in these tests (a kernel's first argument, a copy's or memset's target).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // slot_pool: the core of the stream pool and of the arenas' slot leasing.
 
-#include <cuawait/detail/slot_pool.hpp>
+#include <cuawait/cuda/detail/slot_pool.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
@@ -25,7 +25,7 @@
 namespace {
 
 using cuawait::priority;
-using cuawait::detail::slot_pool;
+using cuawait::cuda::detail::slot_pool;
 using cuawait::test::owned_coroutine;
 
 // Acquires a slot, stores it in `got` and keeps it until the frame is destroyed.

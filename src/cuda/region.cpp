@@ -17,12 +17,12 @@ namespace detail {
 
 namespace {
 
-using ::cuawait::detail::region_op;
-using ::cuawait::detail::region_op_kind;
-using ::cuawait::detail::region_ops;
+using ::cuawait::cuda::detail::region_op;
+using ::cuawait::cuda::detail::region_op_kind;
+using ::cuawait::cuda::detail::region_ops;
 
-dim3 to_dim3(const ::cuawait::detail::region_dim& d) { return dim3(d[0], d[1], d[2]); }
-::cuawait::detail::region_dim from_dim3(dim3 d) { return {d.x, d.y, d.z}; }
+dim3 to_dim3(const ::cuawait::cuda::detail::region_dim& d) { return dim3(d[0], d[1], d[2]); }
+::cuawait::cuda::detail::region_dim from_dim3(dim3 d) { return {d.x, d.y, d.z}; }
 
 //! Scratch storage of the hot path, one per thread, reused from replay to replay: the
 //! argument pointers of one node, and a recording's vectors (a recorder takes them when it
@@ -57,7 +57,7 @@ cudaMemsetParams memset_params(const region_op& op) {
 
 std::string operation_label(const char* what, std::size_t i, region_op_kind k) {
   return std::string("cached region: ") + what + " (operation " + std::to_string(i) + ", " +
-         ::cuawait::detail::region_op_name(k) + ")";
+         ::cuawait::cuda::detail::region_op_name(k) + ")";
 }
 
 } // namespace
@@ -129,7 +129,7 @@ std::string region_backend::set(exec& e, const blueprint& b, std::size_t i, cons
   }
   (void)cudaGetLastError(); // a refused update is an answer, not a sticky error
   return std::string("CUDA refused to update operation ") + std::to_string(i) + " (" +
-         ::cuawait::detail::region_op_name(op.kind) + ") in place: " + api + ": " +
+         ::cuawait::cuda::detail::region_op_name(op.kind) + ") in place: " + api + ": " +
          cudaGetErrorName(r);
 }
 

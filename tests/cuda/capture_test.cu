@@ -145,12 +145,12 @@ TEST(Capture, AwaitingAnOperationInsideARegionFailsAndNamesIt) {
 TEST(Capture, TheGuardThrowsInsideARegionOnlyAndLeavesTheCaptureIntact) {
   CUAWAIT_REQUIRE_GPU();
   cu::stream s;
-  EXPECT_NO_THROW(cuawait::detail::throw_if_capturing(s.get(), "copy"));
+  EXPECT_NO_THROW(cuawait::cuda::detail::throw_if_capturing(s.get(), "copy"));
   job_buffers job(4);
   cu::capture_region region(s);
   job.enqueue(s, 2.0f, 2.0f);
   try {
-    cuawait::detail::throw_if_capturing(s.get(), "kernel launch");
+    cuawait::cuda::detail::throw_if_capturing(s.get(), "kernel launch");
     ADD_FAILURE() << "no error inside a region";
   } catch (const cu::cuda_error& e) {
     EXPECT_EQ(e.code(), cudaErrorStreamCaptureUnsupported);
@@ -179,7 +179,7 @@ TEST(Capture, ASynchronizingCallIsNamedAndTheStreamStaysUsable) {
   } catch (const cu::cuda_error& e) {
     EXPECT_EQ(e.operation(), "stream sync") << e.what();
   }
-  EXPECT_FALSE(cuawait::detail::stream_is_capturing(s.get()));
+  EXPECT_FALSE(cuawait::cuda::detail::stream_is_capturing(s.get()));
   job.enqueue(s, 4.0f, -1.0f);
   s.sync();
   job.expect(4.0f, -1.0f);

@@ -348,7 +348,7 @@ TEST(CachedRegion, AForbiddenCallInsideARegionIsNamedAndTheStreamStaysUsable) {
   } catch (const cu::cuda_error& e) {
     EXPECT_EQ(e.operation(), "enqueue") << e.what();
   }
-  EXPECT_FALSE(cuawait::detail::stream_is_capturing(s.get()));
+  EXPECT_FALSE(cuawait::cuda::detail::stream_is_capturing(s.get()));
   s.sync();
   EXPECT_TRUE(std::isnan(job.h_out[0])) << "a failed region launched its work";
   // Awaiting the captured stream itself is refused too, naming it.

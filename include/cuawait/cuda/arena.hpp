@@ -15,8 +15,8 @@
 
 #include "cuawait/cuda/stream.hpp"
 
-#include "cuawait/detail/arena_ranges.hpp"
-#include "cuawait/detail/slot_pool.hpp"
+#include "cuawait/cuda/detail/arena_ranges.hpp"
+#include "cuawait/cuda/detail/slot_pool.hpp"
 
 #include <cstddef>
 #include <optional>
@@ -109,7 +109,7 @@ public:
     acquire_awaiter(arena_pair& a, std::stop_token token) noexcept
         : m_arena(&a), m_inner(a.m_slots.acquire(priority::normal, std::move(token))) {}
     arena_pair* m_arena;
-    cuawait::detail::slot_pool::acquire_awaiter m_inner;
+    cuawait::cuda::detail::slot_pool::acquire_awaiter m_inner;
   };
 
   //! Allocates both arenas on the current device. `bytes_per_slot` is rounded up to a
@@ -146,9 +146,9 @@ public:
 
   //! The copies that move the first `used_bytes` of each slot in `slot_indices`: one range
   //! per run of adjacent slots used in full (see `detail::merge_slot_ranges`).
-  [[nodiscard]] std::vector<cuawait::detail::byte_range>
+  [[nodiscard]] std::vector<cuawait::cuda::detail::byte_range>
   copy_ranges(std::span<const std::size_t> slot_indices, std::size_t used_bytes) const {
-    return cuawait::detail::merge_slot_ranges(slot_indices, m_slot_bytes, used_bytes);
+    return cuawait::cuda::detail::merge_slot_ranges(slot_indices, m_slot_bytes, used_bytes);
   }
   //! Enqueues on `s` the host-to-device copies of those bytes (merged as above).
   //! @returns the number of copies enqueued. @throws cuda_error naming the range
@@ -165,7 +165,7 @@ private:
                    bool to_device) const;
 
   std::size_t m_slot_bytes;
-  cuawait::detail::slot_pool m_slots;
+  cuawait::cuda::detail::slot_pool m_slots;
   std::byte* m_host = nullptr;
   std::byte* m_device = nullptr;
 };

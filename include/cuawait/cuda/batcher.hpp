@@ -37,11 +37,11 @@
 //! plain thread resumes on the engine thread). The engine thread spins while batches are
 //! pending or in flight, and sleeps when idle.
 
+#include "cuawait/cuda/detail/batch_coalesce.hpp"
 #include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event_pool.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/batch_coalesce.hpp"
 #include "cuawait/detail/batch_engine.hpp"
 
 #include <cuda_runtime_api.h>
@@ -65,7 +65,7 @@ namespace cuawait::cuda {
 //! by one.
 //! @throws cuda_error ("merged copy")
 inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
-  ::cuawait::detail::coalesce_copies(copies);
+  ::cuawait::cuda::detail::coalesce_copies(copies);
   for (const copy_span& c : copies) {
     check("merged copy", cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()),
           "cudaMemcpyAsync");

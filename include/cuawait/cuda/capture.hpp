@@ -69,7 +69,7 @@ public:
     check("graph capture begin", cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeRelaxed),
           "cudaStreamBeginCapture", where);
     m_active = true;
-    ::cuawait::detail::open_capture_regions.fetch_add(1, std::memory_order_relaxed);
+    ::cuawait::cuda::detail::open_capture_regions.fetch_add(1, std::memory_order_relaxed);
   }
   capture_region(const capture_region&) = delete;
   capture_region& operator=(const capture_region&) = delete;
@@ -89,7 +89,7 @@ public:
       throw std::logic_error("cuawait::cuda::capture_region::end: the region already ended");
     }
     m_active = false;
-    ::cuawait::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
+    ::cuawait::cuda::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
     cudaGraph_t g = nullptr;
     const cudaError_t e = cudaStreamEndCapture(m_stream.get(), &g);
     if (e != cudaSuccess) {
@@ -108,7 +108,7 @@ public:
       return;
     }
     m_active = false;
-    ::cuawait::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
+    ::cuawait::cuda::detail::open_capture_regions.fetch_sub(1, std::memory_order_relaxed);
     cudaGraph_t g = nullptr;
     // An invalidated capture reports an error here: expected, the work is discarded anyway.
     (void)try_check(cudaStreamEndCapture(m_stream.get(), &g));

@@ -17,9 +17,9 @@
 //! });
 //! ```
 
+#include "cuawait/cuda/detail/load_balancer.hpp"
 #include "cuawait/cuda/device_context.hpp"
 #include "cuawait/detail/awaitable_traits.hpp"
-#include "cuawait/detail/load_balancer.hpp"
 #include "cuawait/task.hpp"
 
 #include <concepts>
@@ -63,11 +63,11 @@ public:
 
 private:
   friend class device_scheduler;
-  device_lease(device_context& ctx, ::cuawait::detail::load_balancer::token t) noexcept
+  device_lease(device_context& ctx, ::cuawait::cuda::detail::load_balancer::token t) noexcept
       : m_context(&ctx), m_token(std::move(t)) {}
 
   device_context* m_context;
-  ::cuawait::detail::load_balancer::token m_token;
+  ::cuawait::cuda::detail::load_balancer::token m_token;
 };
 
 //! Hands each job the device with the fewest jobs in flight (ties go round). Thread-safe.
@@ -132,7 +132,7 @@ private:
   }
 
   std::vector<device_context*> m_contexts;
-  ::cuawait::detail::load_balancer m_balance;
+  ::cuawait::cuda::detail::load_balancer m_balance;
 };
 
 } // namespace cuawait::cuda

@@ -124,11 +124,11 @@ public:
   //! against the kernel's parameters at compile time and copied into the node.
   //! @throws cuda_error ("graph add kernel node")
   template <class... Params, class... Args>
-  requires ::cuawait::detail::graph_kernel_args_match<::cuawait::detail::graph_type_list<Params...>,
-                                                      Args...>
+  requires ::cuawait::cuda::detail::graph_kernel_args_match<
+      ::cuawait::cuda::detail::graph_type_list<Params...>, Args...>
       graph_node add_kernel(const dependencies& after, void (*kernel)(Params...), dim3 grid,
                             dim3 block, Args&&... args) {
-    ::cuawait::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
+    ::cuawait::cuda::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
     const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
     return add("graph add kernel node", [&](cudaGraphNode_t* n) {
       return cudaGraphAddKernelNode(n, get(), after.data(), after.size(), &p);

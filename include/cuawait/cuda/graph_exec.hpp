@@ -181,10 +181,10 @@ public:
   //! Arguments are checked against the kernel's parameters like a launch.
   //! @throws cuda_error ("graph set kernel node")
   template <class... Params, class... Args>
-  requires ::cuawait::detail::graph_kernel_args_match<::cuawait::detail::graph_type_list<Params...>,
-                                                      Args...>
+  requires ::cuawait::cuda::detail::graph_kernel_args_match<
+      ::cuawait::cuda::detail::graph_type_list<Params...>, Args...>
   void set_kernel(graph_node n, void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
-    ::cuawait::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
+    ::cuawait::cuda::detail::graph_kernel_args<Params...> packed(static_cast<Args&&>(args)...);
     const cudaKernelNodeParams p = packed.node_params(kernel, grid, block);
     CUAWAIT_CUDA_CHECK("graph set kernel node",
                        cudaGraphExecKernelNodeSetParams(get(), n.get(), &p));

@@ -158,7 +158,7 @@ public:
 
 protected:
   bool submit(std::coroutine_handle<> h, const std::stop_token& token) {
-    ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
+    ::cuawait::cuda::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
     if (m_wait.stop_before_submit(token)) {
       return false;
     }
@@ -201,7 +201,7 @@ private:
     // no_device_context propagates: misuse, not GPU
     gpu_reactor& r = detail::reactor_for_stream(m_stream, &m_entered);
     try {
-      ::cuawait::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
+      ::cuawait::cuda::detail::throw_if_capturing(m_stream, m_wait.node().operation, m_where);
       if (m_wait.stop_before_submit(token)) {
         return false;
       }

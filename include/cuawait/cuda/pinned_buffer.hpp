@@ -30,7 +30,7 @@ namespace cuawait::cuda {
 
 namespace detail {
 //! `count * element` or throws std::length_error naming `what` (defined in
-//! src/cuda/memory_device.cpp).
+//! src/cuda/device_buffer.cpp).
 [[nodiscard]] std::size_t checked_bytes(std::size_t count, std::size_t element, const char* what);
 //! Returns `b` to `pool` after joining `order` (fenced on its primary stream if any).
 void pinned_release(pinned_pool& pool, pinned_pool::block b, release_order& order) noexcept;

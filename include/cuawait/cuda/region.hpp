@@ -36,12 +36,12 @@
 //!   CUDA cannot capture throws naming it; either way the region is discarded, nothing is
 //!   launched, and the stream and the cache stay usable.
 
+#include "cuawait/cuda/detail/region_cache_core.hpp"
 #include "cuawait/cuda/detail/region_recorder.hpp"
 #include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/graph_cache.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/region_cache_core.hpp"
 #include "cuawait/task.hpp"
 
 #include <cuda_runtime_api.h>

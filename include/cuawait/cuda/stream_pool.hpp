@@ -11,7 +11,7 @@
 
 #include "cuawait/cuda/stream.hpp"
 
-#include "cuawait/detail/slot_pool.hpp"
+#include "cuawait/cuda/detail/slot_pool.hpp"
 #include "cuawait/executor.hpp"
 
 #include <cstddef>
@@ -108,7 +108,7 @@ public:
     acquire_awaiter(stream_pool& pool, priority p, std::stop_token token) noexcept
         : m_pool(&pool), m_inner(pool.m_slots.acquire(p, std::move(token))) {}
     stream_pool* m_pool;
-    cuawait::detail::slot_pool::acquire_awaiter m_inner;
+    cuawait::cuda::detail::slot_pool::acquire_awaiter m_inner;
   };
 
   //! Creates the streams.
@@ -165,7 +165,7 @@ private:
     return stream_lease(*this, slot, m_streams[slot]);
   }
 
-  cuawait::detail::slot_pool m_slots;
+  cuawait::cuda::detail::slot_pool m_slots;
   std::vector<stream> m_streams;
   int m_cuda_priority[priority_count] = {};
 };

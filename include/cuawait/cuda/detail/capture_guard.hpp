@@ -13,7 +13,7 @@
 #include <source_location>
 #include <string>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! Capture regions open in the process (cuawait's `capture_region`s). While it is zero,
 //! awaitables skip the driver query below: the check costs nothing outside captures.
@@ -46,4 +46,4 @@ inline void throw_if_capturing(cudaStream_t s, const char* operation,
   }
 }
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

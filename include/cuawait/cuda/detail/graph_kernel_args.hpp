@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 template <class... T>
 struct graph_type_list {};
@@ -71,4 +71,4 @@ private:
   std::array<void*, sizeof...(Params)> m_pointers{};
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -7,11 +7,11 @@
 //! recorder a region's body enqueues through. Bodies defined in src/cuda/region.cpp.
 
 #include "cuawait/cuda/capture.hpp"
+#include "cuawait/cuda/detail/region_cache_core.hpp"
+#include "cuawait/cuda/detail/region_ops.hpp"
 #include "cuawait/cuda/graph.hpp"
 #include "cuawait/cuda/graph_exec.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/region_cache_core.hpp"
-#include "cuawait/detail/region_ops.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -35,22 +35,22 @@ struct region_backend {
   struct blueprint {
     graph g;
     std::vector<cudaGraphNode_t> nodes;
-    ::cuawait::detail::region_ops ops;
+    ::cuawait::cuda::detail::region_ops ops;
   };
   using exec = graph_exec;
 
   //! A chain of nodes, one per operation. @throws cuda_error naming the operation
-  blueprint build(const ::cuawait::detail::region_ops& ops);
+  blueprint build(const ::cuawait::cuda::detail::region_ops& ops);
   //! @throws cuda_error ("cached region: graph instantiate")
   exec instantiate(const blueprint& b);
   //! Sets node `i` of `e` to ops[i]'s parameters; "" or why CUDA refused.
   std::string set(exec& e, const blueprint& b, std::size_t i,
-                  const ::cuawait::detail::region_ops& ops);
+                  const ::cuawait::cuda::detail::region_ops& ops);
   //! `cudaGraphExecUpdate` from a captured graph; "" or why CUDA refused.
   std::string update(exec& e, const blueprint& captured);
 };
 
-using region_core = ::cuawait::detail::region_cache_core<region_backend>;
+using region_core = ::cuawait::cuda::detail::region_cache_core<region_backend>;
 
 //! One replay of a region: what its body enqueued (recorded, or captured once it made a
 //! call that cannot be recorded), then the launch, and the hold on the executable until the
@@ -92,13 +92,13 @@ public:
   [[nodiscard]] bool capturing() const noexcept { return m_capture.has_value(); }
 
 private:
-  void emit(const ::cuawait::detail::region_ops& ops, std::size_t i);
+  void emit(const ::cuawait::cuda::detail::region_ops& ops, std::size_t i);
 
   region_core* m_core = nullptr;
   stream_ref m_stream;
   std::string m_key;
   std::source_location m_where;
-  ::cuawait::detail::region_ops m_ops;
+  ::cuawait::cuda::detail::region_ops m_ops;
   std::optional<capture_region> m_capture;
   region_core::lease m_lease;
 };

@@ -2,7 +2,7 @@
 // The pipeline benchmark's grid run (--grid): jobs per cell, medians, the ratio tables
 // against threads_per_job and the JSON document.
 
-#include "../bench/pipeline/grid.hpp"
+#include "../grid.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // The pipeline benchmark's CPU reference and result checker: distinct inputs, the kernels'
 // arithmetic, and a checker that catches wrong, missing and repeated jobs.
 
-#include "../bench/pipeline/host_work.hpp"
-#include "../bench/pipeline/reference.hpp"
+#include "../host_work.hpp"
+#include "../reference.hpp"
 
 #include <gtest/gtest.h>
 

@@ -22,7 +22,7 @@ struct copy_span {
 
 } // namespace cuawait
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! Sorts `copies` by source address and merges each run whose sources and destinations both
 //! continue where the previous copy ended, in place. Returns the number of copies left
@@ -51,4 +51,4 @@ inline std::size_t coalesce_copies(std::vector<copy_span>& copies) {
   return copies.size();
 }
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -27,8 +27,8 @@
 //! mutex of its own, held while its parameters are updated and it is launched, so replays
 //! of different replicas update and launch in parallel.
 
+#include "cuawait/cuda/detail/region_ops.hpp"
 #include "cuawait/detail/graph_cache_core.hpp"
-#include "cuawait/detail/region_ops.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +42,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! The region cache proper (see the file comment). Thread-safe.
 template <class Backend>
@@ -433,4 +433,4 @@ private:
   std::string m_last_reason;
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! Counts the jobs in flight and done per slot and hands out the least-loaded slot.
 //!
@@ -124,4 +124,4 @@ private:
   std::atomic<std::size_t> m_next{0};
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

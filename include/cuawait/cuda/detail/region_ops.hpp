@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! The kind of a recorded operation; the sequence of kinds is a region's shape.
 enum class region_op_kind : std::uint8_t { kernel, copy, memset };
@@ -176,4 +176,4 @@ private:
   return {};
 }
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The four completion strategies (see cuawait/cuda/strategy.hpp).
 
+#include "cuawait/cuda/strategy.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/cuda/event_pool.hpp"
-#include "cuawait/cuda/strategy.hpp"
 
 #include <cuda.h> // types only: libcuda is reached through cudaGetDriverEntryPointByVersion
 

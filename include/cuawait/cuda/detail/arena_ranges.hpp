@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! `bytes` bytes from `offset` on, in an arena.
 struct byte_range {
@@ -52,4 +52,4 @@ struct byte_range {
   return merge_ranges(std::move(ranges));
 }
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -2,7 +2,7 @@
 // The pipeline benchmark spread over processes, without MPI: each rank's share of the jobs,
 // the record each rank sends to rank 0 and rank 0's summary.
 
-#include "../bench/pipeline/spread.hpp"
+#include "../spread.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pipeline benchmark's floor arithmetic (docs/WORKLOAD.md "The floor").
 
-#include "../bench/pipeline/floor.hpp"
+#include "../floor.hpp"
 
 #include <gtest/gtest.h>
 

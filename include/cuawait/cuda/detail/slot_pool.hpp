@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! Slots `0 .. size()-1`; group `g` (one per `priority`) owns a contiguous range of them.
 //! Thread-safe. Releasing a slot hands it straight to the oldest coroutine waiting on its
@@ -326,7 +326,7 @@ private:
     if (executor* const ex = m_executor; ex != nullptr) {
       ex->post(h, m_priority);
     } else {
-      resume(h);
+      ::cuawait::detail::resume(h);
     }
   }
 
@@ -388,4 +388,4 @@ inline void slot_pool::release(std::size_t slot) noexcept {
   }
 }
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

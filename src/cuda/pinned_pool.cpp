@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "cuawait/cuda/pinned_buffer.hpp"
 #include "cuawait/cuda/pinned_pool.hpp"
+#include "cuawait/cuda/pinned_buffer.hpp"
 
 #include "cuawait/cuda/detail/deferred_release.hpp"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pipeline benchmark's outputs: JSON writer, SVG plot, best baseline and table.
 
-#include "../bench/pipeline/results.hpp"
+#include "../results.hpp"
 
 #include <gtest/gtest.h>
 

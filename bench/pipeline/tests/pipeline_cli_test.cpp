@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // cuawait-bench-pipeline's command line: presets, overrides, validation naming the option.
 
-#include "../bench/pipeline/cli.hpp"
+#include "../cli.hpp"
 
 #include <gtest/gtest.h>
 
