@@ -27,7 +27,7 @@
 #include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/region.hpp"
+#include "cuawait/cuda/runtime.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/cuda/stream.hpp"
 #include "cuawait/cuda/stream_pool.hpp"
-#include "cuawait/runtime.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "cuawait/runtime.hpp"
+#include "cuawait/cuda/runtime.hpp"
 
 #include "cuawait/cuda/device.hpp"
 

@@ -13,9 +13,11 @@
 # and installs without a toolkit, and no public header sees NVTX.
 cmake_minimum_required(VERSION 3.25)
 
-# --- Known exceptions ---------------------------------------------------------------------
-# Headers in the core folder that belong to the CUDA layer (target cuawait::cuda). They are
-# to move under include/cuawait/cuda/; delete each line here when its file has moved.
+# --- Umbrellas ----------------------------------------------------------------------------
+# Headers at the top of the include tree that belong to the CUDA layer (target
+# cuawait::cuda) and stay there for users: <cuawait/cuda.hpp> (everything) and
+# <cuawait/runtime.hpp> (<cuawait/cuda/runtime.hpp>). Each may hold only comments,
+# `#pragma once` and includes of cuawait headers: no code of its own.
 set(layer_exceptions
     include/cuawait/cuda.hpp
     include/cuawait/runtime.hpp)
@@ -72,8 +74,16 @@ endforeach()
 
 foreach(rel IN LISTS layer_exceptions)
   if(NOT EXISTS ${ROOT}/${rel})
-    message(STATUS "check_layers: ${rel} has moved: delete it from layer_exceptions")
+    continue()
   endif()
+  file(STRINGS ${ROOT}/${rel} lines)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[ \t]*$" OR line MATCHES "^[ \t]*//" OR line MATCHES "^#pragma once$"
+       OR line MATCHES "^#include \"cuawait/[a-z0-9_/]+\\.hpp\"$")
+      continue()
+    endif()
+    list(APPEND violations "${rel}: an umbrella holds more than includes: ${line}")
+  endforeach()
 endforeach()
 
 list(LENGTH library_files n)

@@ -18,7 +18,7 @@ endfunction()
 write(include/cuawait/task.hpp "#include <coroutine>\n#include \"cuawait/detail/x.hpp\"\n")
 write(include/cuawait/detail/x.hpp "#include <atomic>\n")
 write(include/cuawait/cuda/stream.hpp "#include <cuda_runtime_api.h>\n#include \"cuawait/task.hpp\"\n")
-write(include/cuawait/runtime.hpp "#include \"cuawait/cuda/stream.hpp\"\n")
+write(include/cuawait/runtime.hpp "// SPDX\n#pragma once\n\n//! @file\n#include \"cuawait/cuda/stream.hpp\"\n")
 write(src/core/nvtx_ranges.cpp "#if defined(CUAWAIT_HAS_NVTX)\n#include <nvtx3/nvToolsExt.h>\n#endif\n")
 write(src/cuda/stream.cpp "#include <cuda_runtime.h>\n")
 run_check(OFF)
@@ -33,6 +33,7 @@ write(src/core/timer.cpp "#include <cublas_v2.h>\n#include <nccl.h>\n")
 write(src/core/trace.cpp "#include <nvtx3/nvToolsExt.h>\n")
 write(src/cuda/stream.cpp "#include <cuda_runtime.h>\n#include \"../../bench/pipeline/grid.hpp\"\n")
 write(include/cuawait/cuda/graph.hpp "#include <examples/helper.hpp>\n")
+write(include/cuawait/cuda.hpp "#include \"cuawait/cuda/stream.hpp\"\ninline int helper() { return 1; }\n")
 run_check(ON)
 set(expected
     "include/cuawait/detail/x.hpp: core file includes cuda_runtime.h"
@@ -41,7 +42,8 @@ set(expected
     "src/core/timer.cpp: core file includes nccl.h"
     "src/core/trace.cpp: core file includes nvtx3/nvToolsExt.h"
     "src/cuda/stream.cpp: library file includes ../../bench/pipeline/grid.hpp"
-    "include/cuawait/cuda/graph.hpp: library file includes examples/helper.hpp")
+    "include/cuawait/cuda/graph.hpp: library file includes examples/helper.hpp"
+    "include/cuawait/cuda.hpp: an umbrella holds more than includes: inline int helper() { return 1; }")
 if(rc EQUAL 0)
   message(FATAL_ERROR "check_layers passed a tree with violations:\n${out}")
 endif()
