@@ -181,12 +181,24 @@ void batch::start_clock() {
 void batch::preprocess(const image8& img, std::span<float> out) const { to_gray(img, out); }
 
 void batch::finish(int i, const result_view& result) {
+  // A stop request abandons an image still in flight: it stays not done (no output, no
+  // record; --skip-existing redoes it), so that Ctrl-C does not wait for its encoding.
+  if (stopping()) {
+    return;
+  }
   const scoped_span span(m_log, i, "postprocess");
   const job& j = m_jobs[static_cast<std::size_t>(i)];
   if (m_config.write) {
-    const std::vector<std::uint8_t> bytes = m_config.format == edge_format::jpeg
-                                                ? edge_jpeg(result, m_config.jpeg_quality)
-                                                : edge_png(result);
+    std::vector<std::uint8_t> bytes;
+    try {
+      bytes = m_config.format == edge_format::jpeg ? edge_jpeg(result, m_config.jpeg_quality)
+                                                   : edge_png(result, &m_stop);
+    } catch (const encode_interrupted&) {
+      return; // stopped part way: nothing written
+    }
+    if (stopping()) {
+      return; // stopped during the encoding: nothing written
+    }
     const std::filesystem::path target = edge_path(m_config.out_dir, j, m_config.format);
     // Created here, not before the run, so that a run stopped before its first image leaves
     // no directories behind. Concurrent calls for one directory are fine.

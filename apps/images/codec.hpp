@@ -7,10 +7,12 @@
 
 #include "image.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -81,6 +83,18 @@ image_shape decode_jpeg_into(std::span<const std::uint8_t> bytes, const decode_l
 //! @throws std::runtime_error when libpng fails; std::invalid_argument when `pixels` is short
 [[nodiscard]] std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width,
                                                    int height, int channels, int level = 1);
+
+//! Thrown by `encode_png` when its `stop` flag was set: the encoding was given up part way.
+class encode_interrupted : public std::runtime_error {
+public:
+  encode_interrupted() : std::runtime_error("encoding interrupted") {}
+};
+
+//! `encode_png` that gives up once `*stop` is set, checked every 32 rows (a 4-megapixel
+//! image's encoding takes up to about 100 ms). @throws encode_interrupted then
+[[nodiscard]] std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width,
+                                                   int height, int channels, int level,
+                                                   const std::atomic<bool>* stop);
 
 //! Encodes `width` x `height` pixels of `channels` (1 or 3) bytes, rows packed, in `pixels`
 //! as a baseline JPEG of `quality` (1-100) with libjpeg.

@@ -86,8 +86,8 @@ std::string feature_record(std::string_view name, const result_view& result) {
   return out;
 }
 
-std::vector<std::uint8_t> edge_png(const result_view& result) {
-  return encode_png(result.edges, result.width, result.height, 1);
+std::vector<std::uint8_t> edge_png(const result_view& result, const std::atomic<bool>* stop) {
+  return encode_png(result.edges, result.width, result.height, 1, 1, stop);
 }
 
 std::vector<std::uint8_t> edge_jpeg(const result_view& result, int quality) {

@@ -7,6 +7,7 @@
 
 #include "stages.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -28,8 +29,10 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view tex
 //! {"file":NAME,"width":W,"height":H,"cells":4,"bins":9,"hog":[144 numbers]}
 [[nodiscard]] std::string feature_record(std::string_view name, const result_view& result);
 
-//! The edge image of `result` as PNG bytes.
-[[nodiscard]] std::vector<std::uint8_t> edge_png(const result_view& result);
+//! The edge image of `result` as PNG bytes; with `stop`, given up (encode_interrupted)
+//! once `*stop` is set.
+[[nodiscard]] std::vector<std::uint8_t> edge_png(const result_view& result,
+                                                 const std::atomic<bool>* stop = nullptr);
 
 //! The edge image of `result` as JPEG bytes of `quality` (1-100).
 [[nodiscard]] std::vector<std::uint8_t> edge_jpeg(const result_view& result, int quality);

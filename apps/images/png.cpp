@@ -115,10 +115,12 @@ bool rle_strategy() noexcept {
   return rle;
 }
 
-bool write_all(png_structp png, png_infop info, int width, int height, int channels,
-               png_bytepp rows, int level) {
+enum class write_outcome { written, failed, interrupted };
+
+write_outcome write_all(png_structp png, png_infop info, int width, int height, int channels,
+                        png_bytepp rows, int level, const std::atomic<bool>* stop) {
   if (setjmp(png_jmpbuf(png))) {
-    return false;
+    return write_outcome::failed;
   }
   png_set_compression_level(png, level);
   if (rle_strategy()) {
@@ -132,9 +134,16 @@ bool write_all(png_structp png, png_infop info, int width, int height, int chann
                channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  png_write_image(png, rows);
+  // Row by row (what png_write_image does without interlacing), so that a stop request
+  // ends a large image's encoding within a band of rows.
+  for (int y = 0; y < height; ++y) {
+    if (stop != nullptr && y % 32 == 0 && stop->load(std::memory_order_relaxed)) {
+      return write_outcome::interrupted;
+    }
+    png_write_row(png, rows[y]);
+  }
   png_write_end(png, nullptr);
-  return true;
+  return write_outcome::written;
 }
 
 } // namespace
@@ -196,6 +205,11 @@ std::vector<std::uint8_t> encode_png(const image8& img, int level) {
 
 std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width, int height,
                                      int channels, int level) {
+  return encode_png(pixels, width, height, channels, level, nullptr);
+}
+
+std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int width, int height,
+                                     int channels, int level, const std::atomic<bool>* stop) {
   const std::size_t stride = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
   if (width <= 0 || height <= 0 || (channels != 1 && channels != 3) ||
       pixels.size() < stride * static_cast<std::size_t>(height)) {
@@ -215,9 +229,13 @@ std::vector<std::uint8_t> encode_png(std::span<const std::uint8_t> pixels, int w
   for (std::size_t y = 0; y < rows.size(); ++y) {
     rows[y] = const_cast<png_bytep>(pixels.data() + y * stride); // libpng only reads them
   }
-  const bool ok = write_all(png, info, width, height, channels, rows.data(), level);
+  const write_outcome outcome =
+      write_all(png, info, width, height, channels, rows.data(), level, stop);
   png_destroy_write_struct(&png, &info);
-  if (!ok) {
+  if (outcome == write_outcome::interrupted) {
+    throw encode_interrupted();
+  }
+  if (outcome == write_outcome::failed) {
     throw std::runtime_error(std::string("PNG encoding failed: ") + st.message);
   }
   return result;

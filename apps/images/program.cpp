@@ -287,7 +287,7 @@ void print_summary(const batch& b, const options& o, const run_plan& plan, bool 
               images(ok + failed).c_str(), secs, secs > 0 ? static_cast<double>(ok) / secs : 0.0,
               ok, failed);
   if (not_started > 0) {
-    std::printf(", %zu not started (interrupted)", not_started);
+    std::printf(", %zu not started or not finished (interrupted)", not_started);
   }
   if (plan.skipped > 0) {
     std::printf(", %zu skipped (outputs exist)", plan.skipped);

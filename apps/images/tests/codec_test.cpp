@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace ci = cuawait::images;
 
@@ -41,6 +44,23 @@ TEST(Codec, PngRoundTripsGrayAndRgb) {
   EXPECT_EQ(back.pixels, rgb.pixels);
   const ci::image8 gray{4, 2, 1, {0, 1, 2, 3, 250, 251, 252, 255}};
   EXPECT_EQ(ci::decode_image(ci::encode_png(gray, 9), {}).pixels, gray.pixels);
+}
+
+// A stop request ends a PNG encoding part way (Ctrl-C must not wait for a large image);
+// without one, the stoppable encoding writes the same bytes as the plain one.
+TEST(Codec, PngEncodingGivesUpOnAStopAndIsUnchangedWithout) {
+  const int w = 300;
+  const int h = 200;
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(w) * h);
+  for (std::size_t k = 0; k < pixels.size(); ++k) {
+    pixels[k] = static_cast<std::uint8_t>((k * 7) % 251);
+  }
+  std::atomic<bool> stop{false};
+  const auto plain = ci::encode_png(pixels, w, h, 1, 1);
+  EXPECT_EQ(ci::encode_png(pixels, w, h, 1, 1, &stop), plain);
+  stop.store(true);
+  EXPECT_THROW((void)ci::encode_png(pixels, w, h, 1, 1, &stop), ci::encode_interrupted);
+  EXPECT_EQ(ci::decode_image(plain, {}).pixels, pixels);
 }
 
 TEST(Codec, PnmBinaryAndPlainFormsDecode) {
