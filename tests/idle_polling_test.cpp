@@ -4,6 +4,7 @@
 // the right executor with its priority, parking and waking with no lost wake-up, withdrawal,
 // detaching the source, and a stress of many waits completed in random order.
 
+#include "common/detached.hpp"
 #include "common/fake_completion_source.hpp"
 #include "common/owned_coroutine.hpp"
 
@@ -203,6 +204,84 @@ TEST(IdlePolling, ARunLoopDriverFindsItsOwnCompletionsWithNoOtherThreadPolling) 
     ASSERT_EQ(exec, &loop) << "round " << round;
     ASSERT_EQ(where, driver) << "round " << round;
   }
+  loop.set_idle_source(nullptr);
+}
+
+//! Forwards to a source and counts the polls made through it.
+class counting_source final : public ca::idle_source {
+public:
+  explicit counting_source(ca::idle_source& inner) : m_inner(inner) {}
+  std::size_t poll_idle() noexcept override {
+    polls.fetch_add(1);
+    return m_inner.poll_idle();
+  }
+  [[nodiscard]] bool idle_keep_spinning() const noexcept override {
+    return m_inner.idle_keep_spinning();
+  }
+  [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override {
+    return m_inner.idle_spinners_wanted();
+  }
+  [[nodiscard]] bool idle_pending() const noexcept override { return m_inner.idle_pending(); }
+  [[nodiscard]] std::chrono::nanoseconds idle_park_period() const noexcept override {
+    return m_inner.idle_park_period();
+  }
+  void set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept override {
+    m_inner.set_idle_waker(fn, context);
+  }
+  std::atomic<std::size_t> polls{0};
+
+private:
+  ca::idle_source& m_inner;
+};
+
+TEST(IdlePolling, ARunLoopPollsOnlyForItsOwnWaitsNotForThoseOfThePool) {
+  // Wired like `runtime`: the pool's workers and the loop's driver poll one reactor. The
+  // loop's coroutine moves to the pool and waits there: the pool's workers find those
+  // completions, and the driver, with no wait of its own, never polls for them (a second
+  // spinning thread would only slow the workers down). Then a wait of the loop's own is
+  // found by the driver itself.
+  polled_pool p(2);
+  counting_source through_loop(p.reactor);
+  ca::run_loop loop;
+  loop.set_idle_source(&through_loop);
+  std::atomic<int> nudges_run{0};
+  for (std::uint64_t round = 0; round < 20; ++round) {
+    std::thread completer([&] {
+      while (p.reactor.pending() == 0) {
+        std::this_thread::yield();
+      }
+      // Wake the driver while the pool's wait is pending (it went to sleep before the wait
+      // was submitted), and give it time to poll if it were to: a driver that polls for
+      // every pending wait fails the count below.
+      [](ca::run_loop& l, std::atomic<int>& n) -> ca::test::detached {
+        co_await l.schedule();
+        n.fetch_add(1);
+      }(loop, nudges_run);
+      std::this_thread::sleep_for(2ms);
+      p.source.complete(round);
+    });
+    const seen s = loop.run(await_on_pool(p, round, ca::priority::normal));
+    completer.join();
+    ASSERT_EQ(s.state, completion_state::done) << "round " << round;
+    ASSERT_TRUE(s.on_worker) << "round " << round;
+  }
+  EXPECT_EQ(through_loop.polls.load(), 0U) << "the driver polled for the pool's waits";
+  (void)loop.poll(); // a nudge posted as the last round ended
+  EXPECT_EQ(nudges_run.load(), 20);
+
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0) {
+      std::this_thread::yield();
+    }
+    p.source.complete(1000);
+  });
+  const auto [st, exec] = loop.run([&]() -> ca::task<std::tuple<completion_state, ca::executor*>> {
+    const ca::completion_status r = co_await fake_wait(p.reactor, 1, 1000);
+    co_return std::tuple{r.state, ca::current_executor()};
+  }());
+  completer.join();
+  EXPECT_EQ(st, completion_state::done);
+  EXPECT_EQ(exec, &loop);
   loop.set_idle_source(nullptr);
 }
 

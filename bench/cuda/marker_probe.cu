@@ -9,7 +9,12 @@
 // `s.copy(...)`, `s.launch(...)`, `co_await s`, the same split measured inside the coroutine.
 //
 //   cuawait-marker-probe [--threads 1,4,16] [--iters 4000] [--bytes 65536] [--pool 16]
-//                        [--only-cuawait 1]
+//                        [--only-cuawait 1] [--split 1]
+//
+// --split 1 also splits cuawait's wait, through the reactor's trace hooks: arm (from the
+// `co_await` to the suspension: marker enqueued), found (suspension to the reactor seeing
+// the work done), handed (seen done to the coroutine running again), and the share of
+// resumptions on another thread than the one that suspended.
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -17,6 +22,8 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -105,12 +112,64 @@ struct per_thread {
 
 //! A split of one probe run: µs per round (aggregate), and per round of one thread.
 struct result {
+  double cpu = 0; //!< process CPU time / wall time over the run (threads busy on average)
   double agg = 0;
   double enqueue = 0;
   double wait = 0;
 };
 
 using probe_clock = std::chrono::steady_clock;
+
+std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(probe_clock::now().time_since_epoch())
+          .count());
+}
+
+//! The --split figures, summed over every suspended wait of a run.
+struct split_sums {
+  std::atomic<std::uint64_t> waits{0}, arm_ns{0}, found_ns{0}, handed_ns{0}, moved{0};
+  void reset() {
+    waits = 0;
+    arm_ns = 0;
+    found_ns = 0;
+    handed_ns = 0;
+    moved = 0;
+  }
+};
+split_sums g_split;
+thread_local std::uint64_t tl_await_ns = 0; //!< set by the probe just before `co_await`
+std::uint64_t thread_tag() {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t tag = next.fetch_add(1);
+  return tag;
+}
+
+void split_on_suspend(void*, const cuawait::detail::wait_node& w) {
+  w.trace.suspend_ns = steady_ns();
+  w.trace.range = thread_tag();
+  w.trace.id = tl_await_ns;
+}
+void split_on_resume(void*, const cuawait::detail::wait_node& w) {
+  if (w.resolved_ns == 0 || w.trace.suspend_ns == 0) {
+    return; // finished before it suspended
+  }
+  const std::uint64_t now = steady_ns();
+  g_split.waits.fetch_add(1, std::memory_order_relaxed);
+  if (w.trace.id != 0 && w.trace.suspend_ns > w.trace.id) {
+    g_split.arm_ns.fetch_add(w.trace.suspend_ns - w.trace.id, std::memory_order_relaxed);
+  }
+  if (w.resolved_ns > w.trace.suspend_ns) {
+    g_split.found_ns.fetch_add(w.resolved_ns - w.trace.suspend_ns, std::memory_order_relaxed);
+  }
+  if (now > w.resolved_ns) {
+    g_split.handed_ns.fetch_add(now - w.resolved_ns, std::memory_order_relaxed);
+  }
+  if (w.trace.range != thread_tag()) {
+    g_split.moved.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+bool g_split_on = false;
 double us_between(probe_clock::time_point a, probe_clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
@@ -127,6 +186,7 @@ cuawait::task<void> cuawait_rounds(cuawait::thread_pool* pool, per_thread& p, in
     s.copy(static_cast<std::byte*>(p.dev), static_cast<const std::byte*>(p.host), bytes);
     s.launch(empty_kernel, dim3(1), dim3(1));
     const auto t1 = probe_clock::now();
+    tl_await_ns = g_split_on ? steady_ns() : 0;
     co_await s;
     const auto t2 = probe_clock::now();
     p.enqueue_us += us_between(t0, t1);
@@ -215,8 +275,17 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     check(cudaStreamSynchronize(p.s), "final sync");
   };
   double us = 0;
+  rusage ru0{};
+  getrusage(RUSAGE_SELF, &ru0);
   if (w == way::cuawait_pool || w == way::cuawait_driving) {
     cuawait::runtime rt(cuawait::runtime_options{.threads = static_cast<std::size_t>(pool)});
+    if (g_split_on) {
+      cuawait::reactor_trace hooks;
+      hooks.on_suspend = &split_on_suspend;
+      hooks.on_resume = &split_on_resume;
+      rt.reactor().reactor().set_trace(hooks);
+      g_split.reset();
+    }
     std::vector<cuawait::task<void>> ts;
     for (auto& p : pt) {
       ts.push_back(cuawait_rounds(w == way::cuawait_pool ? &rt.pool() : nullptr, p, iters, bytes));
@@ -238,6 +307,11 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     }
     us = us_between(t0, probe_clock::now());
   }
+  rusage ru1{};
+  getrusage(RUSAGE_SELF, &ru1);
+  const auto tv_us = [](const timeval& t) { return t.tv_sec * 1e6 + t.tv_usec; };
+  const double cpu_us =
+      tv_us(ru1.ru_utime) - tv_us(ru0.ru_utime) + tv_us(ru1.ru_stime) - tv_us(ru0.ru_stime);
   double enqueue = 0;
   double wait = 0;
   for (const auto& p : pt) {
@@ -252,10 +326,10 @@ result run(way w, int threads, int iters, std::size_t bytes, write_value64_fn wv
     cudaFreeHost(p.word);
   }
   if (unsupported.load()) {
-    return {-1.0, 0, 0};
+    return {0, -1.0, 0, 0};
   }
   const double rounds = static_cast<double>(iters) * threads;
-  return {us / rounds, enqueue / rounds, wait / rounds};
+  return {cpu_us / us, us / rounds, enqueue / rounds, wait / rounds};
 }
 
 } // namespace
@@ -278,6 +352,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--only-cuawait") == 0) {
       only_cuawait = std::atoi(argv[i + 1]) != 0;
+    } else if (std::strcmp(argv[i], "--split") == 0) {
+      g_split_on = std::atoi(argv[i + 1]) != 0;
     } else if (std::strcmp(argv[i], "--pool") == 0) {
       pool = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--bytes") == 0) {
@@ -293,8 +369,8 @@ int main(int argc, char** argv) {
   const write_value64_fn wv = load_write_value64();
   std::printf("marker probe: %zu-byte H2D + empty kernel + marker + wait, %d rounds per thread\n",
               bytes, iters);
-  std::printf("%-40s %8s %14s %16s %12s %12s\n", "way", "threads", "us/round(agg)",
-              "us/round/thread", "enqueue us", "wait us");
+  std::printf("%-40s %8s %14s %16s %12s %12s %8s\n", "way", "threads", "us/round(agg)",
+              "us/round/thread", "enqueue us", "wait us", "cpus");
   for (const way w : {way::none_enqueue_only, way::sync, way::event_spin, way::stream_query_spin,
                       way::timeline_spin, way::timeline_no_barrier_spin, way::kernel_write_spin,
                       way::cuawait_pool, way::cuawait_driving}) {
@@ -308,8 +384,19 @@ int main(int argc, char** argv) {
         std::printf("%-40s %8d %14s %16s\n", name(w), t, "unsupported", "-");
         continue;
       }
-      std::printf("%-40s %8d %14.2f %16.2f %12.2f %12.2f\n", name(w), t, r.agg, r.agg * t,
-                  r.enqueue, r.wait);
+      std::printf("%-40s %8d %14.2f %16.2f %12.2f %12.2f %8.2f\n", name(w), t, r.agg, r.agg * t,
+                  r.enqueue, r.wait, r.cpu);
+      if (g_split_on && (w == way::cuawait_pool || w == way::cuawait_driving)) {
+        const double n = std::max<double>(1.0, static_cast<double>(g_split.waits.load()));
+        std::printf("  split (pool %d, busy threads %.2f): waits %llu, arm %.2f us, found %.2f us, "
+                    "handed %.2f us, "
+                    "resumed on another thread %.1f %%\n",
+                    pool, r.cpu, static_cast<unsigned long long>(g_split.waits.load()),
+                    static_cast<double>(g_split.arm_ns.load()) / n / 1000.0,
+                    static_cast<double>(g_split.found_ns.load()) / n / 1000.0,
+                    static_cast<double>(g_split.handed_ns.load()) / n / 1000.0,
+                    100.0 * static_cast<double>(g_split.moved.load()) / n);
+      }
     }
   }
   return 0;

@@ -7,7 +7,9 @@
 //! the executor a coroutine runs on when it suspends and hand the coroutine back to it,
 //! so a coroutine always resumes on the executor it belongs to.
 
+#include <atomic>
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -36,6 +38,14 @@ public:
     }
   }
 
+  //! As `post`, preferring worker `home` of this executor (the one the coroutine suspended
+  //! on, `detail::tl_execution.worker` then): a pool resumes a finished GPU wait on the
+  //! worker that waits for it, keeping a job on one core. A hint; the default ignores it.
+  virtual void post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept {
+    (void)home;
+    post(h, p);
+  }
+
 protected:
   ~executor() = default;
 };
@@ -44,6 +54,16 @@ namespace detail {
 struct execution_context {
   executor* current = nullptr;
   priority current_priority = priority::normal;
+  //! Where the running executor counts its coroutines suspended on completion-reactor
+  //! waits (GPU work), or nullptr when it does not count them. A `reactor_wait` adds one
+  //! when it suspends and takes it back when its coroutine runs again (or is destroyed),
+  //! so that an executor whose threads look for finished work when idle knows whether any
+  //! of its own coroutines waits: the pool spins no more threads than that, and a run
+  //! loop spins only for its own waits.
+  std::atomic<std::ptrdiff_t>* waits = nullptr;
+  //! The executor's worker running the caller (a pool's worker index), or `~0u`: where a
+  //! finished wait prefers to resume (`executor::post_near`).
+  std::uint32_t worker = ~std::uint32_t{0};
 };
 constinit inline thread_local execution_context tl_execution{};
 } // namespace detail
@@ -61,7 +81,14 @@ constinit inline thread_local execution_context tl_execution{};
 class executor_scope {
 public:
   executor_scope(executor* ex, priority p) noexcept : m_saved(detail::tl_execution) {
-    detail::tl_execution = {ex, p};
+    detail::tl_execution = {ex, p, nullptr};
+  }
+  //! The same, for an executor that counts its coroutines' reactor waits in `waits` (see
+  //! `detail::execution_context::waits`).
+  executor_scope(executor* ex, priority p, std::atomic<std::ptrdiff_t>* waits,
+                 std::uint32_t worker = ~std::uint32_t{0}) noexcept
+      : m_saved(detail::tl_execution) {
+    detail::tl_execution = {ex, p, waits, worker};
   }
   executor_scope(const executor_scope&) = delete;
   executor_scope& operator=(const executor_scope&) = delete;

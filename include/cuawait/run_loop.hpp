@@ -10,6 +10,7 @@
 #include "cuawait/executor.hpp"
 #include "cuawait/idle_source.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <coroutine>
 #include <cstddef>
@@ -141,6 +142,9 @@ private:
   bool m_finish = false;
   bool m_wake_pending = false; //!< set by wake(), consumed by run_one()
   idle_source* m_source = nullptr;
+  //! Its coroutines suspended on reactor waits now (see `detail::execution_context::waits`).
+  std::atomic<std::ptrdiff_t> m_waits{0};
+  [[nodiscard]] static bool spin_for_all() noexcept;
 };
 
 namespace detail {

@@ -98,6 +98,9 @@ public:
   //! Queues `h` to run on a worker with priority `p`; never resumes it inside the call,
   //! except after `shutdown()` from a non-worker thread (then it runs here, at once).
   void post(std::coroutine_handle<> h, priority p) noexcept override;
+  //! As `post`; from one of its workers, a coroutine whose worker `home` spins idle waiting
+  //! for it is queued there (that worker runs it next, on the same core as before).
+  void post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept override;
 
   //! Queues all of `handles` on one worker's queue under one lock (successive calls take
   //! successive workers, so that a large batch posted in chunks spreads over the pool) and

@@ -325,7 +325,7 @@ void completion_reactor::hand_over_locked(wait_node& w, resume_batch* batch) noe
     if (batch != nullptr) {
       batch->push(w);
     } else {
-      w.exec->post(w.handle, w.prio);
+      w.exec->post_near(w.handle, w.prio, w.home);
     }
     return;
   }

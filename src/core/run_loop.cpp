@@ -4,6 +4,9 @@
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace cuawait {
 
 run_loop::~run_loop() { poll(); }
@@ -17,8 +20,17 @@ void run_loop::post(std::coroutine_handle<> h, priority p) noexcept {
 }
 
 void run_loop::execute(std::coroutine_handle<> h, priority p) noexcept {
-  const executor_scope scope(this, p);
+  // Its waits are counted (and it spins for them) only when it polls a source itself.
+  const executor_scope scope(this, p, m_source != nullptr ? &m_waits : nullptr);
   detail::resume(h);
+}
+
+bool run_loop::spin_for_all() noexcept {
+  static const bool all = [] {
+    const char* v = std::getenv("CUAWAIT_LOOP_SPIN");
+    return v != nullptr && std::string_view(v) == "all";
+  }();
+  return all;
 }
 
 template <class Stop>
@@ -27,7 +39,11 @@ void run_loop::poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop) {
   if (src == nullptr) {
     return;
   }
-  while (m_queue.empty() && !stop() && src->idle_pending()) {
+  // Spins only while one of its own coroutines waits on the source: completions of other
+  // executors' coroutines are found by those (a pool's idle workers); spinning for them here
+  // would only take a core from them. CUAWAIT_LOOP_SPIN=all spins for any pending work.
+  while (m_queue.empty() && !stop() && src->idle_pending() &&
+         (m_waits.load(std::memory_order_relaxed) > 0 || spin_for_all())) {
     lock.unlock();
     // A completion for this loop is posted to it (under m_mutex, not held here).
     const bool progress = src->poll_idle() != 0;

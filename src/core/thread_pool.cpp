@@ -9,10 +9,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 namespace cuawait {
@@ -121,7 +124,8 @@ constexpr unsigned injection_fairness_period = 61;
 
 struct thread_pool::impl {
   impl(thread_pool& owner, std::size_t n)
-      : owner(owner), queues(n), meters(std::make_unique<worker_meter[]>(n)) {}
+      : owner(owner), queues(n), meters(std::make_unique<worker_meter[]>(n)),
+        states(std::make_unique<worker_state[]>(n)) {}
 
   thread_pool& owner;
   std::function<void(std::size_t)> on_start; //!< run first on each worker (may be empty)
@@ -149,6 +153,25 @@ struct thread_pool::impl {
   std::atomic<std::size_t> spinners{0};
   std::atomic<bool> poller_taken{false};
   std::atomic<std::uint64_t> kicks{0};
+  //! Per worker: its coroutines suspended on reactor waits now (see
+  //! `detail::execution_context::waits`; counted where they suspended), and whether it
+  //! spins on the idle source now. A worker with waits of its own spins for them (as a
+  //! thread in `cudaStreamSynchronize` would) and a finished wait is handed to it
+  //! (`post_near`); a worker without any spins only when nobody else does, so that idle
+  //! workers neither crowd the cores of the ones submitting work nor take their coroutines
+  //! to other cores (measured on the H200: two pipelines of 64 KiB jobs on 16 workers that
+  //! all spun ran 1.2-1.4x slower than on a pool of 2 or 4).
+  struct alignas(64) worker_state {
+    std::atomic<std::ptrdiff_t> waits{0};
+    std::atomic<bool> spinning{false};
+  };
+  std::unique_ptr<worker_state[]> states;
+  //! CUAWAIT_POOL_SPINNERS=all: every idle worker spins (up to the source's wish) and a
+  //! finished wait resumes where it was found (the rule before; for comparison).
+  const bool by_home = [] {
+    const char* v = std::getenv("CUAWAIT_POOL_SPINNERS");
+    return v == nullptr || std::string_view(v) != "all";
+  }();
 
   std::mutex shutdown_mutex;
   std::vector<std::thread> threads;
@@ -198,7 +221,11 @@ struct thread_pool::impl {
     idle_source* const src = source.load();
     bool found = false;
     if (src != nullptr && src->idle_pending()) {
-      if (spinners.fetch_add(1) < src->idle_spinners_wanted()) {
+      worker_state& me = states[tl_worker.index];
+      const std::size_t before = spinners.fetch_add(1);
+      // With waits of its own, up to the source's wish; without, only when nobody spins.
+      if (has_own_waits(me) ? before < src->idle_spinners_wanted() : before == 0) {
+        me.spinning.store(true);
         for (unsigned round = 1; !found; ++round) {
           if (any_work_visible() || stopping.load() || source.load() != src) {
             found = true;
@@ -207,11 +234,15 @@ struct thread_pool::impl {
           } else if (!src->idle_keep_spinning()) {
             break;
           } else if (round % 64 == 0) {
+            if (!has_own_waits(me) && spinners.load(std::memory_order_relaxed) > 1) {
+              break; // others spin for their own waits: this one parks
+            }
             std::this_thread::yield(); // polite when the machine is oversubscribed
           } else {
             detail::cpu_relax();
           }
         }
+        me.spinning.store(false);
       } // else: enough spinners; park instead (the timed poller covers a stalled source)
       spinners.fetch_sub(1);
       // A kick (kick_poller) that came while this worker was still counted as a spinner
@@ -224,6 +255,24 @@ struct thread_pool::impl {
     }
     source_users.fetch_sub(1);
     return found;
+  }
+
+  //! True when the calling thread looks for finished work itself as soon as it has nothing
+  //! else to run: a worker of this pool with nothing queued (a coroutine of its own just
+  //! suspended: it spins for it next), or a run loop's thread (`executor_scope` with a
+  //! wait count, not a worker), which spins while its coroutines wait. Waking a parked
+  //! worker for them would cost the submitting thread a futex call and put a second
+  //! thread on the cores (on the H200 host, vCPUs share physical cores: a spinning
+  //! neighbour slowed the submitting thread's driver calls by 20-40 %).
+  [[nodiscard]] bool polls_next_itself() const noexcept {
+    if (tl_worker.pool == this) {
+      return queues[tl_worker.index].mask.load() == 0 && injection.mask.load() == 0;
+    }
+    return tl_worker.pool == nullptr && detail::tl_execution.waits != nullptr;
+  }
+
+  [[nodiscard]] bool has_own_waits(const worker_state& me) const noexcept {
+    return !by_home || me.waits.load(std::memory_order_relaxed) > 0;
   }
 
   //! With work pending on the source and nothing to spin for: one worker parks for the
@@ -259,6 +308,9 @@ struct thread_pool::impl {
     if (spinners.load() != 0) {
       return; // a spinning worker polls soon
     }
+    if (by_home && polls_next_itself()) {
+      return;
+    }
     kicks.fetch_add(1);
     if (poller_taken.load()) {
       const std::lock_guard lock(park_mutex);
@@ -268,12 +320,22 @@ struct thread_pool::impl {
     notify_work();
   }
 
+  //! Work in queue `i` that the calling worker leaves alone: another worker's, which spins
+  //! idle and takes it itself (a finished wait handed to it by `post_near`).
+  [[nodiscard]] bool left_to_owner(std::size_t i) const noexcept {
+    return by_home && i != tl_worker.index && states[i].spinning.load();
+  }
+
   [[nodiscard]] bool any_work_visible() const noexcept {
     if (injection.mask.load() != 0) {
       return true;
     }
-    return std::any_of(queues.begin(), queues.end(),
-                       [](const locked_queue& q) { return q.mask.load() != 0; });
+    for (std::size_t i = 0; i < queues.size(); ++i) {
+      if (queues[i].mask.load() != 0 && !left_to_owner(i)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   //! Own queue or injection queue, whichever holds the higher priority; then stealing.
@@ -292,7 +354,8 @@ struct thread_pool::impl {
     }
     const std::size_t n = queues.size();
     for (std::size_t k = 1; k < n; ++k) {
-      if (queues[(self + k) % n].try_pop(h, p)) {
+      const std::size_t i = (self + k) % n;
+      if (!left_to_owner(i) && queues[i].try_pop(h, p)) {
         return true;
       }
     }
@@ -350,7 +413,8 @@ struct thread_pool::impl {
     meter.turn(true);
     for (;;) {
       if (find_work(self, tick, h, p)) {
-        const executor_scope scope(&owner, p);
+        const executor_scope scope(&owner, p, &states[self].waits,
+                                   static_cast<std::uint32_t>(self));
         detail::resume(h);
       } else {
         meter.turn(false);
@@ -413,6 +477,23 @@ bool thread_pool::try_enqueue(std::coroutine_handle<> h, priority p) noexcept {
   // the wake-up. Nothing of the pool is touched after the unlock.
   s.notify_work();
   return true;
+}
+
+void thread_pool::post_near(std::coroutine_handle<> h, priority p, std::uint32_t home) noexcept {
+  impl& s = *m_impl;
+  if (s.by_home && tl_worker.pool == &s && home < s.queues.size() && home != tl_worker.index &&
+      s.states[home].spinning.load()) {
+    // A worker of this pool, so the pool outlives the call. `home` spins and sees its queue:
+    // no wake-up. Unless it stops spinning meanwhile: it clears its flag, then reads the
+    // queues; this pushes, then reads the flag (all seq_cst), so either it sees the work or
+    // this sees the flag down and wakes a sleeper (the work is anyone's again).
+    s.queues[home].push(h, p);
+    if (!s.states[home].spinning.load()) {
+      s.notify_work();
+    }
+    return;
+  }
+  post(h, p);
 }
 
 void thread_pool::post(std::coroutine_handle<> h, priority p) noexcept {

@@ -71,6 +71,8 @@ struct wait_node {
   std::coroutine_handle<> handle;  //!< the coroutine to resume
   executor* exec = nullptr;        //!< where to resume it; nullptr: on the reactor's thread
   priority prio = priority::normal;
+  //! The worker of `exec` it suspended on (`executor::post_near`), or `~0u`.
+  std::uint32_t home = ~std::uint32_t{0};
   //! Set by an awaiter that a stop request can end: the flag of the arrival handshake
   //! between its `await_suspend` and whoever ends the wait (see reactor_wait.hpp). The
   //! second to set it resumes the coroutine. nullptr: no handshake, the reactor resumes the

@@ -60,6 +60,7 @@ public:
     m_stop.reset();
     if (m_submitted) {
       m_reactor->withdraw(m_node);
+      uncount();
     }
   }
 
@@ -90,6 +91,11 @@ public:
     m_node.handle = h;
     m_node.exec = current_executor();
     m_node.prio = current_priority();
+    m_node.home = tl_execution.worker;
+    m_counter = tl_execution.waits;
+    if (m_counter != nullptr) {
+      m_counter->fetch_add(1, std::memory_order_relaxed); // before submit: may resume at once
+    }
     m_reactor = &r;
     const bool cancellable = token.stop_possible();
     if (cancellable) {
@@ -103,6 +109,7 @@ public:
     m_submitted = true; // before submit: the coroutine may run (and finish) before it returns
     if (!r.submit(m_node)) {
       m_submitted = false;
+      uncount();
       // Finished before it could suspend: close what on_suspend opened (resolved_ns == 0
       // tells the hook that the coroutine never suspended).
       if (r.trace().on_resume != nullptr) {
@@ -123,6 +130,7 @@ public:
     m_stop.reset(); // waits for a stop callback that lost the race on another thread
     if (m_submitted) {
       m_submitted = false;
+      uncount();
       m_reactor->on_resumed(m_node);
     }
     if (m_node.status.state == completion_state::cancelled &&
@@ -145,8 +153,16 @@ private:
   // reports as stopped) and meets await_suspend through the arrival flag.
   void on_stop_requested() noexcept { m_reactor->request_stop(m_node); }
 
+  void uncount() noexcept {
+    if (m_counter != nullptr) {
+      m_counter->fetch_sub(1, std::memory_order_relaxed);
+      m_counter = nullptr;
+    }
+  }
+
   wait_node m_node{};
   completion_reactor* m_reactor = nullptr;
+  std::atomic<std::ptrdiff_t>* m_counter = nullptr; //!< the suspending executor's wait count
   bool m_submitted = false;
   bool m_stopped = false;
   std::atomic<bool> m_arrival{true};
