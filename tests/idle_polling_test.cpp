@@ -47,8 +47,9 @@ void wake(void* pool) noexcept { static_cast<ca::thread_pool*>(pool)->wake_idle_
 //! A pool polling a thread-less reactor over a fake source, wired like `runtime` does.
 struct polled_pool {
   explicit polled_pool(std::size_t threads, bool notifies = false,
-                       reactor_options options = without_thread(), bool parallel = false)
-      : source(notifies, parallel), reactor(source, options), pool(threads) {
+                       reactor_options options = without_thread(), bool parallel = false,
+                       bool unlocked = false)
+      : source(notifies, parallel, unlocked), reactor(source, options), pool(threads) {
     source.attach(&reactor);
     reactor.set_idle_waker(&wake, &pool);
     pool.set_idle_source(&reactor);
@@ -109,6 +110,72 @@ TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
   completer.join();
   EXPECT_EQ(st.state, completion_state::failed);
   EXPECT_EQ(st.error, 42);
+}
+
+// A worker with one coroutine waiting watches that wait's lane outside the reactor's lock,
+// as a thread in cudaStreamSynchronize watches its stream, instead of sweeping every lane
+// under the lock (where it would hold up the threads submitting work). The watch is made
+// long here so that only it can have found the completion.
+TEST(IdlePolling, AWorkerWithOneWaitWatchesItsOwnLaneWithoutSweeping) {
+  reactor_options o = without_thread();
+  o.claim_spin = 10s;
+  o.stall_probe = 10s;
+  polled_pool p(1, false, o, false, true);
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0) {
+      std::this_thread::yield();
+    }
+    p.source.complete(7);
+  });
+  const seen s = ca::sync_wait(await_on_pool(p, 7, ca::priority::high));
+  completer.join();
+  EXPECT_EQ(s.state, completion_state::done);
+  EXPECT_EQ(s.exec, &p.pool);
+  EXPECT_EQ(s.prio, ca::priority::high);
+  EXPECT_TRUE(s.on_worker);
+  EXPECT_EQ(p.reactor.stats().sweeps, 0u) << "found by a sweep, not by watching its lane";
+}
+
+// The watch must not hide other lanes: the pool's only worker watches the lane of its own
+// coroutine, which finishes last, while a wait of a plain thread on another lane finishes
+// first. The worker must find that one too (it sweeps between watches); the reactor has no
+// thread and nobody else polls.
+TEST(IdlePolling, AWorkerWatchingItsOwnLaneStillFindsTheWaitsOfOtherLanes) {
+  reactor_options o = without_thread();
+  o.stall_probe = 10s;
+  polled_pool p(1, false, o, false, true);
+  std::atomic<bool> own_done{false};
+  [](polled_pool& pp, std::atomic<bool>& done) -> ca::test::detached {
+    co_await pp.pool.schedule(ca::priority::normal);
+    (void)co_await fake_wait(pp.reactor, 1, 1);
+    done.store(true);
+  }(p, own_done);
+  while (p.reactor.pending() == 0) {
+    std::this_thread::yield(); // the worker's coroutine waits on lane 1
+  }
+  std::atomic<bool> other_done{false};
+  std::thread plain([&] {
+    const auto st = ca::sync_wait([&]() -> ca::task<ca::completion_status> {
+      co_return co_await fake_wait(p.reactor, 5, 3);
+    }());
+    EXPECT_EQ(st.state, completion_state::done);
+    other_done.store(true);
+  });
+  while (p.reactor.pending() < 2) {
+    std::this_thread::yield();
+  }
+  p.source.complete(3);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!other_done.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  const bool found = other_done.load();
+  p.source.complete(1); // lets everything finish, found or not
+  plain.join();
+  EXPECT_TRUE(found) << "the wait on lane 5 was not found while the worker watched lane 1";
+  while (!own_done.load()) {
+    std::this_thread::yield();
+  }
 }
 
 // Workers park (the spin window is tiny) while a wait is pending; the completion then
@@ -350,6 +417,13 @@ void many_waits_in_random_order(polled_pool& p, std::uint64_t n, std::uint64_t l
 TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
   polled_pool p(4, true);
   many_waits_in_random_order(p, 20000, 64, 17);
+}
+
+// The same with lane watching: workers with one coroutine waiting watch its lane outside
+// the lock while others sweep; every wait must still resolve exactly once.
+TEST(IdlePolling, StressWithWorkersWatchingTheirOwnLanes) {
+  polled_pool p(4, false, without_thread(), false, true);
+  many_waits_in_random_order(p, 20000, 64, 23);
 }
 
 //! Many waits on many lanes, idle workers querying different lanes at once outside the

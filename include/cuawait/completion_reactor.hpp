@@ -60,7 +60,10 @@ struct reactor_options {
   //! With a source that allows parallel queries (`completion_source::parallel_queries`),
   //! an idle executor thread in `poll_idle` claims one lane and queries its oldest wait
   //! repeatedly for up to this long (other threads claim other lanes) before it returns to
-  //! its executor.
+  //! its executor. With a source whose queries need no lock
+  //! (`completion_source::unlocked_queries`), a thread first watches the lane of its own
+  //! last wait this way (returning early when work arrives for it), then looks at the
+  //! other lanes once. `CUAWAIT_OWN_LANE=0` turns the own-lane watch off.
   std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
   //! Idle executor threads spinning on the reactor at once: every idle thread by default
   //! (the largest value); 0 means as many as waits are pending (at least one), the others
@@ -204,7 +207,7 @@ private:
   std::size_t end_stops() noexcept;
   void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
   std::size_t run_ready_inline();
-  std::size_t poll_claimed_lane() noexcept;
+  std::size_t poll_claimed_lane(const void* own_key, bool* own_busy) noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);

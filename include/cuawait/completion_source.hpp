@@ -40,6 +40,13 @@ public:
   //! that each wait for their own stream. Default: false (queries are serialised).
   [[nodiscard]] virtual bool parallel_queries() const noexcept { return false; }
 
+  //! True when `query` may be called without the reactor's lock on a copy of a node's
+  //! awaiter fields, as for `parallel_queries`, even if the reactor would rather serialise
+  //! the queries (a memory read, like a stream-written counter, is cheaper to sweep under
+  //! one lock). An idle thread then watches the lane of its own last wait without the
+  //! lock, as a thread waiting for its own stream would. Default: `parallel_queries()`.
+  [[nodiscard]] virtual bool unlocked_queries() const noexcept { return parallel_queries(); }
+
   //! True when the source calls `completion_reactor::notify` on each completion, so a
   //! parked reactor needs no periodic poll.
   [[nodiscard]] virtual bool notifies() const noexcept { return false; }

@@ -8,10 +8,39 @@
 //! coroutines whose GPU work finished are queued on that worker (and run there next)
 //! without any thread being woken.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 
 namespace cuawait {
+
+namespace detail {
+//! What an executor thread tells an idle source about itself around its idle polls
+//! (empty elsewhere), so that a poll may spin on that thread's own wait the way a thread
+//! in `cudaStreamSynchronize` spins on its stream.
+struct idle_poller {
+  //! `work_arrived(context)`: work for this thread arrived, so a poll spinning on one
+  //! wait returns early to let it run. nullptr: never.
+  bool (*work_arrived)(const void*) noexcept = nullptr;
+  const void* context = nullptr;
+  //! Its coroutines suspended on the source now (`execution_context::waits`); nullptr:
+  //! not counted.
+  const std::atomic<std::ptrdiff_t>* own_waits = nullptr;
+};
+constinit inline thread_local idle_poller tl_idle_poller{};
+
+[[nodiscard]] inline bool idle_interrupted() noexcept {
+  const idle_poller& p = tl_idle_poller;
+  return p.work_arrived != nullptr && p.work_arrived(p.context);
+}
+
+//! True when the polling thread has exactly one coroutine suspended on the source: the
+//! one whose wait it may watch.
+[[nodiscard]] inline bool idle_poller_waits_once() noexcept {
+  const idle_poller& p = tl_idle_poller;
+  return p.own_waits != nullptr && p.own_waits->load(std::memory_order_relaxed) == 1;
+}
+} // namespace detail
 
 //! Polled by idle executor threads (see `thread_pool::set_idle_source`).
 //!

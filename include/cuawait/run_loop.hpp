@@ -144,7 +144,15 @@ private:
   idle_source* m_source = nullptr;
   //! Its coroutines suspended on reactor waits now (see `detail::execution_context::waits`).
   std::atomic<std::ptrdiff_t> m_waits{0};
+  //! Posts ever made: a poll spinning on one wait returns when it changes.
+  std::atomic<std::uint64_t> m_posts{0};
   [[nodiscard]] static bool spin_for_all() noexcept;
+  //! For `detail::tl_idle_poller`: `context` is a `posts_seen`.
+  static bool posted_since(const void* context) noexcept;
+  struct posts_seen {
+    const run_loop* loop;
+    std::uint64_t seen;
+  };
 };
 
 namespace detail {

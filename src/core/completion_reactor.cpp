@@ -56,6 +56,25 @@ namespace {
 std::atomic_ref<stop_claim> claim_of(wait_node& w) noexcept {
   return std::atomic_ref<stop_claim>(w.claim);
 }
+
+//! The lane the calling thread last suspended a wait on, per reactor: the thread looks
+//! for that wait's completion itself when it runs out of work (a pool worker or a run loop
+//! spins for its own waits), so it watches that lane first, outside the reactor's lock.
+struct own_lane {
+  const completion_reactor* reactor = nullptr;
+  const void* key = nullptr;
+};
+constinit thread_local own_lane tl_own_lane{};
+
+//! CUAWAIT_OWN_LANE=0: idle threads do not watch their own lane first (the rule before;
+//! for comparison).
+bool own_lane_enabled() noexcept {
+  static const bool on = [] {
+    const char* v = std::getenv("CUAWAIT_OWN_LANE");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
 } // namespace
 
 bool completion_reactor::reactor_lock_sleeps() noexcept {
@@ -188,6 +207,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     }
     m_load.peak_pending = std::max(m_load.peak_pending, pending);
     m_counters.submitted.fetch_add(1, std::memory_order_relaxed);
+    tl_own_lane = {this, w.lane_key};
   } while (false);
   wake();
   return !submit_failed_all;
@@ -657,10 +677,12 @@ void completion_reactor::deactivate_locked(reactor_lane& lane) noexcept {
   lane.active = false;
 }
 
-// Parallel idle polling: claim one lane whose oldest wait nobody else queries, query a copy
-// of that wait outside the lock until it finishes, the lane changes, or `claim_spin`
-// passes; then resolve it under the lock if it is still the lane's oldest.
-std::size_t completion_reactor::poll_claimed_lane() noexcept {
+// Idle polling outside the lock: claim one lane whose oldest wait nobody else queries (the
+// calling thread's own lane, `own_key`, or the next one round the active lanes), query a copy
+// of that wait outside the lock until it finishes, the lane changes, `claim_spin` passes or
+// work arrives for the calling thread; then resolve it under the lock if it is still the
+// lane's oldest. `own_busy`: set to whether lane `own_key` still holds waits.
+std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own_busy) noexcept {
   if (m_claimed.load(std::memory_order_relaxed) >=
       std::min(m_pending_count.load(std::memory_order_relaxed),
                m_active_lanes.load(std::memory_order_relaxed))) {
@@ -673,21 +695,30 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
   std::uint64_t pops = 0;
   {
     const std::lock_guard lock(m_mutex);
-    for (std::size_t tries = m_active.size(); tries > 0 && !m_active.empty(); --tries) {
-      const std::size_t i = m_claim_cursor++ % m_active.size();
-      reactor_lane* l = m_active[i];
-      if (l->claimed) {
-        continue;
+    if (own_key != nullptr) {
+      const auto it = m_lanes.find(own_key);
+      reactor_lane* l = it != m_lanes.end() ? it->second.get() : nullptr;
+      *own_busy = l != nullptr && l->head != nullptr;
+      if (*own_busy && l->active && !l->claimed) {
+        lane = l;
       }
-      if (l->head == nullptr) { // emptied by a withdrawal
-        m_active[i] = m_active.back();
-        m_active.pop_back();
-        m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
-        l->active = false;
-        continue;
+    } else {
+      for (std::size_t tries = m_active.size(); tries > 0 && !m_active.empty(); --tries) {
+        const std::size_t i = m_claim_cursor++ % m_active.size();
+        reactor_lane* l = m_active[i];
+        if (l->claimed) {
+          continue;
+        }
+        if (l->head == nullptr) { // emptied by a withdrawal
+          m_active[i] = m_active.back();
+          m_active.pop_back();
+          m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
+          l->active = false;
+          continue;
+        }
+        lane = l;
+        break;
       }
-      lane = l;
-      break;
     }
     if (lane != nullptr) {
       lane->claimed = true;
@@ -711,7 +742,8 @@ std::size_t completion_reactor::poll_claimed_lane() noexcept {
     st = m_source->query(copy);
     ++queries;
     if (st.state != completion_state::pending ||
-        lane->pops.load(std::memory_order_acquire) != pops || now_ns() - start >= budget) {
+        lane->pops.load(std::memory_order_acquire) != pops || now_ns() - start >= budget ||
+        detail::idle_interrupted()) {
       break;
     }
     detail::cpu_relax();
@@ -753,13 +785,27 @@ std::size_t completion_reactor::poll_idle() noexcept {
       !m_has_ready.load(std::memory_order_relaxed)) {
     return stopped;
   }
-  if (m_source->parallel_queries()) {
-    // While work finishes or starts, idle threads poll lanes in parallel; once nothing has
-    // for `stall_probe`, one thread at a time sweeps (and probes for errors) instead.
-    const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    if (now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after) {
-      return stopped + poll_claimed_lane();
+  // While work finishes or starts, idle threads query lanes outside the lock; once nothing
+  // has for `stall_probe`, one thread at a time sweeps (and probes for errors) instead.
+  const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
+  const bool recent = now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after;
+  if (recent && tl_own_lane.reactor == this && detail::idle_poller_waits_once() &&
+      m_source->unlocked_queries() && own_lane_enabled()) {
+    // One coroutine of this thread waits (on the lane of its last wait): watch that lane
+    // first, like a thread that waits for its own stream, with no lock held meanwhile.
+    bool busy = false;
+    const std::size_t n = poll_claimed_lane(tl_own_lane.key, &busy);
+    if (n != 0) {
+      return stopped + n;
     }
+    if (!busy) {
+      tl_own_lane = {}; // nothing of this thread's to watch there any more
+    }
+    // Still pending: look at the other lanes once before watching it again, so that waits
+    // whose own threads are busy elsewhere are found too.
+  }
+  if (recent && m_source->parallel_queries()) {
+    return stopped + poll_claimed_lane(nullptr, nullptr);
   }
   if (m_idle_polling.load(std::memory_order_relaxed) ||
       m_idle_polling.exchange(true, std::memory_order_acquire)) {

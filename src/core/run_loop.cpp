@@ -16,6 +16,7 @@ void run_loop::post(std::coroutine_handle<> h, priority p) noexcept {
   // destroy the loop, so nothing here may touch the loop after the unlock.
   const std::lock_guard lock(m_mutex);
   m_queue.push(h, p);
+  m_posts.fetch_add(1, std::memory_order_relaxed);
   m_cv.notify_one(); // one driver at a time
 }
 
@@ -33,6 +34,11 @@ bool run_loop::spin_for_all() noexcept {
   return all;
 }
 
+bool run_loop::posted_since(const void* context) noexcept {
+  const auto& p = *static_cast<const posts_seen*>(context);
+  return p.loop->m_posts.load(std::memory_order_relaxed) != p.seen;
+}
+
 template <class Stop>
 void run_loop::poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop) {
   idle_source* const src = m_source;
@@ -44,9 +50,12 @@ void run_loop::poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop) {
   // would only take a core from them. CUAWAIT_LOOP_SPIN=all spins for any pending work.
   while (m_queue.empty() && !stop() && src->idle_pending() &&
          (m_waits.load(std::memory_order_relaxed) > 0 || spin_for_all())) {
+    const posts_seen seen{this, m_posts.load(std::memory_order_relaxed)};
     lock.unlock();
     // A completion for this loop is posted to it (under m_mutex, not held here).
+    detail::tl_idle_poller = {&posted_since, &seen, &m_waits};
     const bool progress = src->poll_idle() != 0;
+    detail::tl_idle_poller = {};
     if (!progress && !src->idle_keep_spinning()) {
       lock.lock();
       return;

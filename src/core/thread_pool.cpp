@@ -205,7 +205,9 @@ struct thread_pool::impl {
   bool poll_source(idle_source& src) noexcept {
     tl_worker.polling = true;
     tl_worker.polled_posts = 0;
+    detail::tl_idle_poller = {&work_for_me, this, &states[tl_worker.index].waits};
     const std::size_t resolved = src.poll_idle();
+    detail::tl_idle_poller = {};
     tl_worker.polling = false;
     const std::size_t posts = tl_worker.polled_posts;
     if (posts > 1) {
@@ -269,6 +271,14 @@ struct thread_pool::impl {
       return queues[tl_worker.index].mask.load() == 0 && injection.mask.load() == 0;
     }
     return tl_worker.pool == nullptr && detail::tl_execution.waits != nullptr;
+  }
+
+  //! For `detail::tl_idle_poller`: work in the calling worker's queue or the injection
+  //! queue (a poll spinning on one wait returns to run it).
+  static bool work_for_me(const void* self) noexcept {
+    const auto& s = *static_cast<const impl*>(self);
+    return s.queues[tl_worker.index].mask.load(std::memory_order_relaxed) != 0 ||
+           s.injection.mask.load(std::memory_order_relaxed) != 0;
   }
 
   [[nodiscard]] bool has_own_waits(const worker_state& me) const noexcept {

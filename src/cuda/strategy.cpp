@@ -338,6 +338,10 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::timeline; }
+  // A query is a read of the stream's counter word (or cudaEventQuery on a pooled event,
+  // thread-safe): a thread may watch its own lane without the reactor's lock. Sweeps stay
+  // serialised: reading every lane's word under one lock is cheaper than claims.
+  bool unlocked_queries() const noexcept override { return true; }
 
   // The stream's counter word goes to a free list, reused once every write enqueued on it
   // has landed (word == its last ticket): a write still in flight from the destroyed

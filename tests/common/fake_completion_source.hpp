@@ -23,9 +23,11 @@ namespace cuawait::test {
 class fake_completion_source final : public completion_source {
 public:
   //! `parallel`: the reactor may query from several idle threads at once, outside its lock
-  //! (`completion_source::parallel_queries`); `query` is thread-safe either way.
-  explicit fake_completion_source(bool notifies = false, bool parallel = false)
-      : m_notifies(notifies), m_parallel(parallel) {}
+  //! (`completion_source::parallel_queries`); `unlocked`: only outside it, for a thread's
+  //! own lane (`completion_source::unlocked_queries`); `query` is thread-safe either way.
+  explicit fake_completion_source(bool notifies = false, bool parallel = false,
+                                  bool unlocked = false)
+      : m_notifies(notifies), m_parallel(parallel), m_unlocked(parallel || unlocked) {}
 
   //! The reactor to notify on each completion (when constructed with notifies = true).
   void attach(completion_reactor* r) { m_reactor.store(r); }
@@ -62,6 +64,7 @@ public:
   }
   [[nodiscard]] bool notifies() const noexcept override { return m_notifies; }
   [[nodiscard]] bool parallel_queries() const noexcept override { return m_parallel; }
+  [[nodiscard]] bool unlocked_queries() const noexcept override { return m_unlocked; }
 
   [[nodiscard]] std::uint64_t queries() const { return m_queries.load(); }
   [[nodiscard]] std::uint64_t retired() const { return m_retired.load(); }
@@ -75,6 +78,7 @@ private:
 
   bool m_notifies;
   bool m_parallel;
+  bool m_unlocked;
   std::atomic<completion_reactor*> m_reactor{nullptr};
   std::mutex m_mutex;
   std::unordered_map<std::uint64_t, completion_status> m_status;
