@@ -5,7 +5,7 @@
 // busy (spinning) one. The GPU figure, with back-pressure reported apart, comes from
 // cuawait-bench-pipeline (docs/PERFORMANCE.md).
 
-#include <cuawait/detail/batch_engine.hpp>
+#include <cuawait/cuda/detail/batch_engine.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 
@@ -31,8 +31,8 @@ struct instant_backend {
   bool done(ticket&) { return true; }
 };
 
-using engine_t = cuawait::detail::batch_engine<instant_backend>;
-using awaiter_t = cuawait::detail::batch_awaiter<instant_backend>;
+using engine_t = cuawait::cuda::detail::batch_engine<instant_backend>;
+using awaiter_t = cuawait::cuda::detail::batch_awaiter<instant_backend>;
 
 cuawait::task<int> submit_one(engine_t& e, int job) { co_return co_await awaiter_t(e, job); }
 

@@ -5,7 +5,7 @@
 
 #include <cuawait/cancellation.hpp>
 #include <cuawait/cuda/detail/batch_coalesce.hpp>
-#include <cuawait/detail/batch_engine.hpp>
+#include <cuawait/cuda/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
 
 #include "common/detached.hpp"
@@ -93,8 +93,8 @@ struct fake_backend {
   }
 };
 
-using engine_t = cuawait::detail::batch_engine<fake_backend>;
-using awaiter_t = cuawait::detail::batch_awaiter<fake_backend>;
+using engine_t = cuawait::cuda::detail::batch_engine<fake_backend>;
+using awaiter_t = cuawait::cuda::detail::batch_awaiter<fake_backend>;
 
 struct outcome {
   std::atomic<int> value{-1};

@@ -188,7 +188,7 @@ TEST(DoctorRules, CpuBoundWhenWorkersAreBusyWithoutABacklog) {
 
 TEST(DoctorRules, PinnedPoolMissesInTheHotPath) {
   auto s = healthy();
-  ca::detail::size_class_pool_stats p;
+  ca::size_class_pool_stats p;
   p.misses = 100;
   p.reuses = 100;
   s.pinned = p;

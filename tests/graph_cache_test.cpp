@@ -4,7 +4,7 @@
 
 #include "common/counted.hpp"
 
-#include <cuawait/detail/graph_cache_core.hpp>
+#include <cuawait/cuda/detail/graph_cache_core.hpp>
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 namespace {
 
 using cuawait::graph_cache_outcome;
-using cuawait::detail::graph_cache_core;
+using cuawait::cuda::detail::graph_cache_core;
 
 //! A graph: its topology ("shape") and its parameters.
 struct fake_graph {

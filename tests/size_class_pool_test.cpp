@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pinned pool's CUDA-free core, driven by fake memory and fake fences.
 
-#include <cuawait/detail/size_class_pool.hpp>
+#include <cuawait/cuda/detail/size_class_pool.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@
 
 namespace {
 
-using cuawait::detail::size_class_for;
-using cuawait::detail::size_class_pool;
+using cuawait::cuda::detail::size_class_for;
+using cuawait::cuda::detail::size_class_pool;
 
 // A fence the test completes by hand (the GPU finishing a copy).
 struct fake_fence {
@@ -97,11 +97,11 @@ TEST(SizeClass, RoundsUpWithAtMostAQuarterStep) {
 }
 
 TEST(SizeClass, LimitsAreConsistent) {
-  const auto top = size_class_for(cuawait::detail::size_class_max_bytes);
-  EXPECT_EQ(top.index, cuawait::detail::size_class_count - 1);
-  EXPECT_EQ(top.bytes, cuawait::detail::size_class_max_bytes);
-  const auto huge = size_class_for(cuawait::detail::size_class_max_bytes + 1);
-  EXPECT_EQ(huge.index, cuawait::detail::size_class_count);
+  const auto top = size_class_for(cuawait::cuda::detail::size_class_max_bytes);
+  EXPECT_EQ(top.index, cuawait::cuda::detail::size_class_count - 1);
+  EXPECT_EQ(top.bytes, cuawait::cuda::detail::size_class_max_bytes);
+  const auto huge = size_class_for(cuawait::cuda::detail::size_class_max_bytes + 1);
+  EXPECT_EQ(huge.index, cuawait::cuda::detail::size_class_count);
 }
 
 TEST(SizeClassPool, ReusesAReturnedBlockWithoutTheBackend) {
@@ -236,8 +236,9 @@ TEST(SizeClassPool, HugeRequestsBypassTheCache) {
   pool_t pool;
   auto counters = pool.backend().c;
   // Not actually allocated: the fake backend refuses, which also shows the error path.
-  counters->fail_above = cuawait::detail::size_class_max_bytes;
-  EXPECT_THROW((void)pool.allocate(cuawait::detail::size_class_max_bytes + 1), std::bad_alloc);
+  counters->fail_above = cuawait::cuda::detail::size_class_max_bytes;
+  EXPECT_THROW((void)pool.allocate(cuawait::cuda::detail::size_class_max_bytes + 1),
+               std::bad_alloc);
   const auto s = pool.stats();
   EXPECT_EQ(s.bytes_held, 0u);
   EXPECT_EQ(s.bytes_in_use, 0u);
@@ -342,7 +343,7 @@ TEST(SizeClassPool, ReserveCountsBlocksAlreadyCachedAndSkipsHugeRequests) {
   pool.deallocate(pool.allocate(5000));
   EXPECT_EQ(pool.reserve(5000, 2), 1u) << "one ready block of that class was there already";
   EXPECT_EQ(pool.reserve(5000, 2), 0u);
-  EXPECT_EQ(pool.reserve(cuawait::detail::size_class_max_bytes + 1, 1), 0u);
+  EXPECT_EQ(pool.reserve(cuawait::cuda::detail::size_class_max_bytes + 1, 1), 0u);
   EXPECT_EQ(pool.stats().backend_allocations, 2u);
 }
 

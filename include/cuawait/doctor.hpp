@@ -18,9 +18,7 @@
 //! The counters are cumulative since the reactor and the pool were created, so a report
 //! covers their whole life.
 
-#include "cuawait/detail/batch_engine.hpp"
-#include "cuawait/detail/graph_cache_core.hpp"
-#include "cuawait/detail/size_class_pool.hpp"
+#include "cuawait/gpu_counters.hpp"
 #include "cuawait/reactor_stats.hpp"
 #include "cuawait/thread_pool.hpp"
 
@@ -136,9 +134,9 @@ struct doctor_snapshot {
   std::optional<thread_pool_stats> pool; //!< the pool whose workers run the coroutines
   std::size_t hardware_threads = 0;      //!< `std::thread::hardware_concurrency()`
 
-  std::uint64_t legacy_stream_waits = 0;               //!< waits on the legacy default stream
-  std::uint64_t per_thread_stream_waits = 0;           //!< waits on the per-thread default stream
-  std::optional<detail::size_class_pool_stats> pinned; //!< the pinned host memory pool
+  std::uint64_t legacy_stream_waits = 0;       //!< waits on the legacy default stream
+  std::uint64_t per_thread_stream_waits = 0;   //!< waits on the per-thread default stream
+  std::optional<size_class_pool_stats> pinned; //!< the pinned host memory pool
   std::vector<doctor_graph_cache> graph_caches;
   std::vector<doctor_batcher> batchers;
 };

@@ -38,11 +38,11 @@
 //! pending or in flight, and sleeps when idle.
 
 #include "cuawait/cuda/detail/batch_coalesce.hpp"
+#include "cuawait/cuda/detail/batch_engine.hpp"
 #include "cuawait/cuda/device_context.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/event_pool.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/batch_engine.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -103,9 +103,10 @@ public:
   //! waits for its batch withdraws it (never submitted) and throws `operation_cancelled` at
   //! once; after submission the job resumes when its batch finishes (the enqueue function
   //! handed its buffers to the GPU).
-  [[nodiscard]] ::cuawait::detail::batch_awaiter<backend> submit(Job job,
-                                                                 std::stop_token token = {}) {
-    return ::cuawait::detail::batch_awaiter<backend>(m_engine, std::move(job), std::move(token));
+  [[nodiscard]] ::cuawait::cuda::detail::batch_awaiter<backend> submit(Job job,
+                                                                       std::stop_token token = {}) {
+    return ::cuawait::cuda::detail::batch_awaiter<backend>(m_engine, std::move(job),
+                                                           std::move(token));
   }
 
   //! Submits what is pending now, without waiting for company.
@@ -208,8 +209,8 @@ private:
     event_pool m_events;
   };
 
-  backend m_backend;                                 // before the engine: outlives its thread
-  ::cuawait::detail::batch_engine<backend> m_engine; // last: its thread uses the above
+  backend m_backend;                                       // before the engine: outlives its thread
+  ::cuawait::cuda::detail::batch_engine<backend> m_engine; // last: its thread uses the above
 };
 
 } // namespace cuawait::cuda

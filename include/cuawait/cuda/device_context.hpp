@@ -19,13 +19,13 @@
 //! cuawait::sync_wait(job(stream));
 //! ```
 
+#include "cuawait/cuda/detail/graph_cache_core.hpp"
 #include "cuawait/cuda/event_pool.hpp"
 #include "cuawait/cuda/memory_pool.hpp"
 #include "cuawait/cuda/pinned_pool.hpp"
 #include "cuawait/cuda/reactor.hpp"
 #include "cuawait/cuda/strategy.hpp"
 #include "cuawait/cuda/stream_pool.hpp"
-#include "cuawait/detail/graph_cache_core.hpp"
 
 #include <memory>
 #include <mutex>

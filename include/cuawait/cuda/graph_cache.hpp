@@ -21,11 +21,11 @@
 //! @endcode
 
 #include "cuawait/cuda/capture.hpp"
+#include "cuawait/cuda/detail/graph_cache_core.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/graph.hpp"
 #include "cuawait/cuda/graph_exec.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/graph_cache_core.hpp"
 
 #include <cstdint>
 #include <mutex>
@@ -142,7 +142,7 @@ private:
   }
 
   mutable std::mutex m_mutex;
-  ::cuawait::detail::graph_cache_core<graph_exec> m_core;
+  ::cuawait::cuda::detail::graph_cache_core<graph_exec> m_core;
 };
 
 } // namespace cuawait::cuda

@@ -11,8 +11,8 @@
 //! still in flight from or into it is never overwritten by the next owner. A block returned
 //! without a stream is reusable at once: the caller vouches that no GPU work uses it.
 
+#include "cuawait/cuda/detail/size_class_pool.hpp"
 #include "cuawait/cuda/stream.hpp"
-#include "cuawait/detail/size_class_pool.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -32,8 +32,8 @@ struct pinned_pool_options {
   std::size_t max_cached_bytes = std::numeric_limits<std::size_t>::max();
 };
 
-//! Counters of a pinned pool; see `cuawait::detail::size_class_pool_stats`.
-using pinned_pool_stats = cuawait::detail::size_class_pool_stats;
+//! Counters of a pinned pool; see `cuawait::size_class_pool_stats`.
+using pinned_pool_stats = cuawait::size_class_pool_stats;
 
 namespace detail {
 //! The CUDA backend of the pinned pool: `cudaHostAlloc`, `cudaFreeHost`, and events as
@@ -71,14 +71,15 @@ private:
 class pinned_pool;
 namespace detail {
 class release_order;
-void pinned_release(pinned_pool& pool, cuawait::detail::size_class_pool<pinned_backend>::block b,
+void pinned_release(pinned_pool& pool,
+                    cuawait::cuda::detail::size_class_pool<pinned_backend>::block b,
                     release_order& order) noexcept;
 } // namespace detail
 
 class pinned_pool {
 public:
   //! A block of `bytes` capacity (the size class, >= the request).
-  using block = cuawait::detail::size_class_pool<detail::pinned_backend>::block;
+  using block = cuawait::cuda::detail::size_class_pool<detail::pinned_backend>::block;
 
   explicit pinned_pool(pinned_pool_options options = {});
   pinned_pool(const pinned_pool&) = delete;
@@ -119,7 +120,7 @@ private:
   //! streams that may use it cannot be fenced.
   void release_after_device_idle(block b) noexcept;
 
-  cuawait::detail::size_class_pool<detail::pinned_backend> m_pool;
+  cuawait::cuda::detail::size_class_pool<detail::pinned_backend> m_pool;
 };
 
 } // namespace cuawait::cuda

@@ -27,8 +27,8 @@
 //! mutex of its own, held while its parameters are updated and it is launched, so replays
 //! of different replicas update and launch in parallel.
 
+#include "cuawait/cuda/detail/graph_cache_core.hpp"
 #include "cuawait/cuda/detail/region_ops.hpp"
-#include "cuawait/detail/graph_cache_core.hpp"
 
 #include <cstddef>
 #include <cstdint>

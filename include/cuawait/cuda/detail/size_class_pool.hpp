@@ -8,6 +8,7 @@
 //! the backend reports the fence complete. The backend is a template parameter so that CPU
 //! tests drive the pool with fake memory and fake fences.
 
+#include "cuawait/gpu_counters.hpp"
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -20,7 +21,9 @@
 #include <utility>
 #include <vector>
 
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
+
+using cuawait::size_class_pool_stats;
 
 //! Smallest size class, in bytes. Smaller requests are rounded up to it.
 inline constexpr std::size_t size_class_min_bytes = 256;
@@ -59,19 +62,6 @@ struct size_class {
   const unsigned min_k = static_cast<unsigned>(std::bit_width(size_class_min_bytes)) - 1;
   return {static_cast<unsigned>((k - min_k) * size_classes_per_doubling + sub), base + sub * step};
 }
-
-//! A snapshot of a pool's counters. `bytes_held` = `bytes_in_use` + `bytes_cached`.
-struct size_class_pool_stats {
-  std::size_t bytes_held = 0;          //!< obtained from the backend and not given back to it
-  std::size_t bytes_in_use = 0;        //!< handed out and not yet returned (rounded to classes)
-  std::size_t bytes_cached = 0;        //!< returned, kept for reuse (ready or fenced)
-  std::size_t bytes_fenced = 0;        //!< part of bytes_cached still waiting for a fence
-  std::size_t backend_allocations = 0; //!< calls to the backend's allocate
-  std::size_t reuses = 0;              //!< requests served from the cache
-  //! Requests the cache could not serve: each called the backend's allocate (for the
-  //! pinned pool, `cudaHostAlloc`) in the request path. `reserve` is not counted.
-  std::size_t misses = 0;
-};
 
 //! A thread-safe pool of blocks in size classes over `Backend`, which provides:
 //! - `void* allocate(std::size_t bytes)`: new memory, or throws;
@@ -338,4 +328,4 @@ private:
   std::atomic<std::size_t> m_misses{0};
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

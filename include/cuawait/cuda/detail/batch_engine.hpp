@@ -24,6 +24,7 @@
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/executor.hpp"
+#include "cuawait/gpu_counters.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -43,71 +44,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuawait {
-
-//! How a batcher forms batches.
-struct batch_options {
-  //! A batch is submitted as soon as it holds this many jobs (>= 1).
-  std::size_t max_batch = 32;
-  //! The longest a job waits for company before its (partial) batch is submitted.
-  std::chrono::nanoseconds max_wait = std::chrono::microseconds(5);
-  //! Batches submitted and not finished at most; more wait (back-pressure) (>= 1).
-  std::size_t max_in_flight = 8;
-};
-
-//! What a batcher did. Waits are from a job's arrival to its batch's submission: the
-//! latency batching added. Part of a wait may be back-pressure: time the batch was ready
-//! (full, or its oldest job had waited `max_wait`) while `max_in_flight` batches were still
-//! on the GPU. That part is counted separately, because it is the GPU being busy, not
-//! batching: a job pays it with or without a batcher.
-struct batch_stats {
-  std::uint64_t jobs = 0;           //!< jobs submitted
-  std::uint64_t batches = 0;        //!< submissions
-  std::uint64_t full_batches = 0;   //!< submitted because they reached `max_batch`
-  std::uint64_t timed_batches = 0;  //!< submitted because the oldest job waited `max_wait`
-  std::uint64_t forced_batches = 0; //!< submitted by `flush()` or shutdown
-  std::uint64_t lone_jobs = 0;      //!< batches of a single job
-  std::uint64_t failed_batches = 0; //!< batches whose submission or work failed
-  std::size_t largest_batch = 0;
-  std::uint64_t wait_ns_total = 0; //!< sum over jobs of the added latency
-  std::uint64_t wait_ns_max = 0;
-  std::uint64_t lone_wait_ns_total = 0; //!< sum over lone jobs of the added latency
-  std::uint64_t lone_wait_ns_max = 0;
-  std::uint64_t backpressure_ns_total = 0;      //!< part of `wait_ns_total` spent waiting for room
-  std::uint64_t lone_backpressure_ns_total = 0; //!< part of `lone_wait_ns_total` likewise
-  //! Largest wait of a lone job minus its back-pressure: what batching itself cost it.
-  std::uint64_t lone_batching_ns_max = 0;
-
-  //! Mean jobs per submission.
-  [[nodiscard]] double mean_batch() const noexcept {
-    return batches == 0 ? 0.0 : static_cast<double>(jobs) / static_cast<double>(batches);
-  }
-  //! Mean latency added by batching, in microseconds.
-  [[nodiscard]] double mean_wait_us() const noexcept {
-    return jobs == 0 ? 0.0 : static_cast<double>(wait_ns_total) / 1e3 / static_cast<double>(jobs);
-  }
-  //! Mean latency added to a job that went alone, in microseconds.
-  [[nodiscard]] double mean_lone_wait_us() const noexcept {
-    return lone_jobs == 0
-               ? 0.0
-               : static_cast<double>(lone_wait_ns_total) / 1e3 / static_cast<double>(lone_jobs);
-  }
-  //! Of `mean_lone_wait_us()`, the part spent waiting for room (`max_in_flight`).
-  [[nodiscard]] double mean_lone_backpressure_us() const noexcept {
-    return lone_jobs == 0 ? 0.0
-                          : static_cast<double>(lone_backpressure_ns_total) / 1e3 /
-                                static_cast<double>(lone_jobs);
-  }
-  //! What batching itself cost a lone job, in microseconds: its wait for company (at most
-  //! `max_wait`) plus the engine's reaction time; back-pressure excluded.
-  [[nodiscard]] double mean_lone_batching_us() const noexcept {
-    return mean_lone_wait_us() - mean_lone_backpressure_us();
-  }
-};
-
-} // namespace cuawait
-
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! One job waiting in a batcher: lives in the awaiter of the coroutine that submitted it.
 template <class Job>
@@ -389,7 +326,7 @@ private:
       if (head->ex != nullptr) {
         head->ex->post(head->waiter, head->prio);
       } else {
-        resume(head->waiter);
+        cuawait::detail::resume(head->waiter);
       }
       head = next;
     }
@@ -458,7 +395,7 @@ private:
   static void spin_for(std::uint64_t ns) noexcept {
     const std::uint64_t until = now_ns() + ns;
     while (now_ns() < until) {
-      cpu_relax();
+      cuawait::detail::cpu_relax();
     }
   }
 
@@ -569,7 +506,7 @@ private:
     if (executor* const ex = m_item.ex; ex != nullptr) {
       ex->post(h, m_item.prio);
     } else {
-      resume(h);
+      cuawait::detail::resume(h);
     }
   }
 
@@ -579,4 +516,4 @@ private:
   std::optional<std::stop_callback<on_stop>> m_stop;
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail

@@ -8,6 +8,7 @@
 //! parameters), or re-instantiate it (the shape changed; the reason is kept). What
 //! "instantiate" and "update" mean comes from the caller, so CPU tests use fakes.
 
+#include "cuawait/gpu_counters.hpp"
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -16,66 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
-namespace cuawait {
-
-//! What one graph cache lookup did.
-enum class graph_cache_outcome : std::uint8_t {
-  instantiated,   //!< a miss: the key was new (or evicted), the graph was instantiated
-  reused,         //!< a hit with the same parameter fingerprint: launched as cached
-  updated,        //!< a hit: parameters were updated in place (no instantiation)
-  reinstantiated, //!< a hit whose update was refused (shape changed): instantiated again
-  replicated,     //!< a hit whose cached executables were all in flight: one more was
-                  //!< instantiated so that replays run concurrently (region caches only)
-};
-
-//! Counters of a graph cache. `hits = reused + updates + reinstantiations + replicas`
-//! (`replicas` is always 0 for a `graph_cache`). The fraction of hits replayed without
-//! instantiating is `in_place_fraction()`.
-struct graph_cache_stats {
-  std::uint64_t hits = 0;             //!< lookups that found the key
-  std::uint64_t misses = 0;           //!< lookups that had to instantiate a new key
-  std::uint64_t reused = 0;           //!< hits launched without any update
-  std::uint64_t updates = 0;          //!< hits updated in place
-  std::uint64_t reinstantiations = 0; //!< hits whose update was refused
-  std::uint64_t evictions = 0;        //!< entries dropped to respect the capacity
-  std::size_t size = 0;               //!< entries held now
-  //! Region caches: hits that instantiated one more executable for a shape, because every
-  //! cached one was in flight (concurrent replays of one shape) or because the one it took
-  //! had been dropped after a failure.
-  std::uint64_t replicas = 0;
-  //! Region caches: re-instantiations (counted in `reinstantiations`) caused by CUDA
-  //! refusing a node update, as opposed to a shape change.
-  std::uint64_t update_failures = 0;
-  //! Region caches: node parameters set in place (kernel arguments, copy and memset
-  //! addresses); a replay whose parameters did not change sets none.
-  std::uint64_t node_updates = 0;
-  //! Region caches: replays that went through stream capture (regions that called
-  //! `enqueue` or take a `stream_ref`), updated as a whole graph.
-  std::uint64_t captures = 0;
-
-  //! `(reused + updates) / hits`: the hits replayed without instantiating anything; 1 when
-  //! there were no hits.
-  [[nodiscard]] double in_place_fraction() const noexcept {
-    return hits == 0 ? 1.0 : static_cast<double>(reused + updates) / static_cast<double>(hits);
-  }
-};
-
-//! Bounds of a region cache (one per device context: `device_context_options::regions`).
-struct region_cache_options {
-  //! Region shapes kept in all (least recently used ones are dropped). >= 1.
-  std::size_t capacity = 256;
-  //! Shapes kept per key (a call site whose shape varies keeps its most recent ones). >= 1.
-  std::size_t shapes_per_key = 8;
-  //! Executables per shape, for concurrent replays: a replay takes a cached executable that
-  //! is not in flight, else instantiates one more, up to this many; beyond, replays share
-  //! one (CUDA then runs them one after the other): raise it to the number of replays of
-  //! one shape you keep in flight. >= 1.
-  std::size_t replicas = 64;
-};
-
-} // namespace cuawait
-
-namespace cuawait::detail {
+namespace cuawait::cuda::detail {
 
 //! The cache proper. Not thread-safe: the owner locks around `acquire` and around every use
 //! of the returned executable (which stays valid until the next `acquire` or `clear`).
@@ -171,4 +113,4 @@ private:
   std::string m_last_reason;
 };
 
-} // namespace cuawait::detail
+} // namespace cuawait::cuda::detail
