@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// cuawait-bench-reactor [--quick] [--strategy NAME]
+// cuawait-bench-reactor [--quick] [--strategy NAME] [--scaling CYCLES]
 // Launch -> coroutine resumed, per strategy, against raw cudaEventQuery spinning and
 // cudaStreamSynchronize; long kernels; reactor CPU per completion with 10,000 waits over
 // 100 streams; co_await of finished work; idle CPU with 1,000 waiters on a 1 s kernel.
+// --scaling N: instead, the reactor's scaling over 100 and 10,000 streams and N create /
+// await / destroy cycles of streams and of events (see `scaling`).
 
 #include <cuawait/cuda.hpp>
 
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -219,22 +222,131 @@ void latency(cu::strategy st, int iters, bool quick) {
               (unsigned long long)stats.resume_latency_quantile(0.5) * 2);
 }
 
+long rss_kib() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_maxrss; // peak, in KiB: flat memory keeps it from growing
+}
+
+//! Reactor scaling (`--scaling`): host time per completion when 10,000 waits finish
+//! together over 100 and over 10,000 streams; host time and source queries per poll while
+//! 10,000 streams each hold a wait that does not finish (the cost an idle lane adds to a
+//! poll); then create / await / destroy cycles of streams and of events, with the peak RSS
+//! and the reactor's lane count along the way (flat memory: neither grows).
+void scaling(cu::strategy st, long cycles) {
+  for (const int streams : {100, 10000}) {
+    constexpr int waits = 10000;
+    cuawait::reactor_options manual;
+    manual.start_thread = false;
+    cu::device_context ctx(cu::device_context_options{.completion = st, .reactor = manual});
+    const cu::context_scope here(ctx);
+    cu::gpu_reactor& polled = ctx.reactor();
+    std::vector<cu::stream> ss(streams);
+    int* gate = nullptr;
+    int* gate_dev = nullptr;
+    (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
+    *gate = 0;
+    (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
+    for (auto& x : ss) {
+      gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
+    }
+    std::atomic<int> done{0};
+    for (int i = 0; i < waits; ++i) {
+      [](cu::stream_ref x, std::atomic<int>& d) -> detached {
+        co_await x.launch(empty_kernel, dim3(1), dim3(1));
+        d.fetch_add(1);
+      }(ss[i % streams], done);
+    }
+    // Nothing can finish while the gate is closed: what one poll costs per pending lane.
+    if (streams == 10000) {
+      const int polls = 200;
+      const auto q0 = polled.stats().queries;
+      const double c0 = thread_cpu_ns();
+      for (int i = 0; i < polls; ++i) {
+        polled.reactor().poll();
+      }
+      const double c1 = thread_cpu_ns();
+      std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
+                  "%.0f queries per poll (%s)\n",
+                  cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
+                  double(polled.stats().queries - q0) / polls,
+                  st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
+                                               : "driver calls");
+    }
+    reinterpret_cast<volatile int*>(gate)[0] = 1;
+    (void)cudaDeviceSynchronize();
+    const auto before = polled.stats();
+    const double c0 = thread_cpu_ns();
+    while (done.load() < waits) {
+      polled.reactor().poll();
+    }
+    const double c1 = thread_cpu_ns();
+    const auto after = polled.stats();
+    std::printf("%-13s %d waits finished together over %d streams: %.3f us host time per "
+                "completion, %.2f queries per completion\n",
+                cu::to_string(st), waits, streams, (c1 - c0) / 1000.0 / waits,
+                double(after.queries - before.queries) / waits);
+    (void)cudaFreeHost(gate);
+  }
+  // Create / await / destroy cycles.
+  cu::device_context ctx(cu::device_context_options{.completion = st});
+  const cu::context_scope here(ctx);
+  for (const bool events : {false, true}) {
+    const long rss0 = rss_kib();
+    long rss_half = 0;
+    std::size_t lanes_half = 0;
+    const auto t0 = clk::now();
+    cuawait::sync_wait([&]() -> cuawait::task<void> {
+      cu::stream keep;
+      for (long i = 0; i < cycles; ++i) {
+        if (events) {
+          cu::event e;
+          keep.launch(empty_kernel, dim3(1), dim3(1));
+          keep.record(e);
+          co_await e;
+        } else {
+          cu::stream x;
+          co_await x.launch(empty_kernel, dim3(1), dim3(1));
+        }
+        if (i == cycles / 2) {
+          rss_half = rss_kib();
+          lanes_half = ctx.reactor().reactor().lane_count();
+        }
+      }
+    }());
+    const double secs = std::chrono::duration<double>(clk::now() - t0).count();
+    std::printf("%-13s %ld create/await/destroy cycles of %s: %.1f us each; peak RSS %ld -> %ld "
+                "(half-way) -> %ld KiB (end); reactor lanes half-way %zu, end %zu\n",
+                cu::to_string(st), cycles, events ? "events" : "streams", secs * 1e6 / cycles, rss0,
+                rss_half, rss_kib(), lanes_half, ctx.reactor().reactor().lane_count());
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
+  long scaling_cycles = 0; // --scaling N: only the scaling figures, with N cycles
   std::vector<cu::strategy> which = {cu::strategy::event_poll, cu::strategy::timeline,
                                      cu::strategy::stream_poll, cu::strategy::host_callback,
                                      cu::strategy::blocking_sync};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--scaling") == 0 && i + 1 < argc) {
+      scaling_cycles = std::atol(argv[++i]);
     } else if (std::strcmp(argv[i], "--strategy") == 0 && i + 1 < argc) {
       which = {cu::parse_strategy(argv[++i]).value_or(cu::default_strategy)};
     }
   }
   if (cu::device_count() == 0) {
     std::printf("no CUDA device: skipping\n");
+    return 0;
+  }
+  if (scaling_cycles > 0) {
+    for (const auto st : which.size() == 1 ? which : std::vector{cu::default_strategy}) {
+      scaling(st, scaling_cycles);
+    }
     return 0;
   }
   const int iters = quick ? 2000 : 20000;
