@@ -118,6 +118,7 @@ TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
 // long here so that only it can have found the completion.
 TEST(IdlePolling, AWorkerWithOneWaitWatchesItsOwnLaneWithoutSweeping) {
   reactor_options o = without_thread();
+  o.own_lane_watch = true;
   o.claim_spin = 10s;
   o.stall_probe = 10s;
   polled_pool p(1, false, o, false, true);
@@ -142,6 +143,7 @@ TEST(IdlePolling, AWorkerWithOneWaitWatchesItsOwnLaneWithoutSweeping) {
 // thread and nobody else polls.
 TEST(IdlePolling, AWorkerWatchingItsOwnLaneStillFindsTheWaitsOfOtherLanes) {
   reactor_options o = without_thread();
+  o.own_lane_watch = true;
   o.stall_probe = 10s;
   polled_pool p(1, false, o, false, true);
   std::atomic<bool> own_done{false};
@@ -422,7 +424,9 @@ TEST(IdlePolling, StressManyWaitsOnManyLanesCompletedInRandomOrder) {
 // The same with lane watching: workers with one coroutine waiting watch its lane outside
 // the lock while others sweep; every wait must still resolve exactly once.
 TEST(IdlePolling, StressWithWorkersWatchingTheirOwnLanes) {
-  polled_pool p(4, false, without_thread(), false, true);
+  reactor_options o = without_thread();
+  o.own_lane_watch = true;
+  polled_pool p(4, false, o, false, true);
   many_waits_in_random_order(p, 20000, 64, 23);
 }
 

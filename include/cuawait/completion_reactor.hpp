@@ -60,11 +60,15 @@ struct reactor_options {
   //! With a source that allows parallel queries (`completion_source::parallel_queries`),
   //! an idle executor thread in `poll_idle` claims one lane and queries its oldest wait
   //! repeatedly for up to this long (other threads claim other lanes) before it returns to
-  //! its executor. With a source whose queries need no lock
-  //! (`completion_source::unlocked_queries`), a thread first watches the lane of its own
-  //! last wait this way (returning early when work arrives for it), then looks at the
-  //! other lanes once. `CUAWAIT_OWN_LANE=0` turns the own-lane watch off.
+  //! its executor. The own-lane watch (`own_lane_watch`) spins this long at most too.
   std::chrono::nanoseconds claim_spin = std::chrono::microseconds(10);
+  //! With a source whose queries need no lock (`completion_source::unlocked_queries`, e.g.
+  //! `timeline`), an idle executor thread with exactly one coroutine waiting watches that
+  //! wait's lane outside the lock for up to `claim_spin` (returning early when work arrives
+  //! for it), as a thread in `cudaStreamSynchronize` watches its stream, then sweeps the
+  //! other lanes once. Off by default until measured on the GPU (docs/COMPLETION.md); the
+  //! environment variable `CUAWAIT_OWN_LANE` (1 or 0) overrides it.
+  bool own_lane_watch = false;
   //! Idle executor threads spinning on the reactor at once: every idle thread by default
   //! (the largest value); 0 means as many as waits are pending (at least one), the others
   //! parking. Measured on the H200 (64 KiB jobs, 2-16 in flight on a 16-worker pool) the cap
@@ -217,6 +221,7 @@ private:
 
   completion_source* m_source;
   reactor_options m_options;
+  bool m_own_lane_watch = false; // m_options.own_lane_watch, or CUAWAIT_OWN_LANE
   reactor_trace m_trace{};
 
   // Guards lanes, nodes, the ready list. A spinning lock: the idle poll takes it again and

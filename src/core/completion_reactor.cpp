@@ -66,14 +66,17 @@ struct own_lane {
 };
 constinit thread_local own_lane tl_own_lane{};
 
-//! CUAWAIT_OWN_LANE=0: idle threads do not watch their own lane first (the rule before;
-//! for comparison).
-bool own_lane_enabled() noexcept {
-  static const bool on = [] {
-    const char* v = std::getenv("CUAWAIT_OWN_LANE");
-    return v == nullptr || std::string_view(v) != "0";
+//! CUAWAIT_OWN_LANE=1 / 0: the own-lane watch on / off, whatever the options say.
+//! -1: not set.
+int own_lane_override() noexcept {
+  static const int v = [] {
+    const char* e = std::getenv("CUAWAIT_OWN_LANE");
+    if (e == nullptr) {
+      return -1;
+    }
+    return std::string_view(e) == "0" ? 0 : 1;
   }();
-  return on;
+  return v;
 }
 } // namespace
 
@@ -86,7 +89,9 @@ bool completion_reactor::reactor_lock_sleeps() noexcept {
 }
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
-    : m_source(&source), m_options(options) {
+    : m_source(&source), m_options(options),
+      m_own_lane_watch(own_lane_override() < 0 ? options.own_lane_watch
+                                               : own_lane_override() == 1) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   m_load.created_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
@@ -790,7 +795,7 @@ std::size_t completion_reactor::poll_idle() noexcept {
   const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
   const bool recent = now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after;
   if (recent && tl_own_lane.reactor == this && detail::idle_poller_waits_once() &&
-      m_source->unlocked_queries() && own_lane_enabled()) {
+      m_source->unlocked_queries() && m_own_lane_watch) {
     // One coroutine of this thread waits (on the lane of its last wait): watch that lane
     // first, like a thread that waits for its own stream, with no lock held meanwhile.
     bool busy = false;
