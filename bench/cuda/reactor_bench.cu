@@ -92,6 +92,66 @@ void raw_baselines(int iters) {
               median(sync), pct(sync, 0.9));
 }
 
+//! 10,000 waits pending over `streams` streams, each stream blocked by a gate kernel, then
+//! finishing together: host time per completion on a second reactor without a thread,
+//! polled here once the GPU finished everything (the reactor's work: queries, resolution,
+//! inline resumption; not time spent spinning while the GPU works). With `idle_poll`,
+//! first the host time and queries of a poll while nothing can finish.
+void completions_together(cu::strategy st, int streams, bool idle_poll) {
+  constexpr int waits = 10000;
+  cuawait::reactor_options manual;
+  manual.start_thread = false;
+  cu::device_context ctx(cu::device_context_options{.completion = st, .reactor = manual});
+  const cu::context_scope here(ctx);
+  cu::gpu_reactor& polled = ctx.reactor();
+  std::vector<cu::stream> ss(streams);
+  int* gate = nullptr;
+  int* gate_dev = nullptr;
+  (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
+  *gate = 0;
+  (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
+  for (auto& x : ss) {
+    gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
+  }
+  std::atomic<int> done{0};
+  for (int i = 0; i < waits; ++i) {
+    [](cu::stream_ref x, std::atomic<int>& d) -> detached {
+      co_await x.launch(empty_kernel, dim3(1), dim3(1));
+      d.fetch_add(1);
+    }(ss[i % streams], done);
+  }
+  // Nothing can finish while the gate is closed: what one poll costs per pending lane.
+  if (idle_poll) {
+    const int polls = 200;
+    const auto q0 = polled.stats().queries;
+    const double c0 = thread_cpu_ns();
+    for (int i = 0; i < polls; ++i) {
+      polled.reactor().poll();
+    }
+    const double c1 = thread_cpu_ns();
+    std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
+                "%.0f queries per poll (%s)\n",
+                cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
+                double(polled.stats().queries - q0) / polls,
+                st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
+                                             : "driver calls");
+  }
+  reinterpret_cast<volatile int*>(gate)[0] = 1;
+  (void)cudaDeviceSynchronize();
+  const auto before = polled.stats();
+  const double c0 = thread_cpu_ns();
+  while (done.load() < waits) {
+    polled.reactor().poll();
+  }
+  const double c1 = thread_cpu_ns();
+  const auto after = polled.stats();
+  std::printf("%-13s %d waits finished together over %d streams: %.3f us host time per "
+              "completion, %.2f queries per completion\n",
+              cu::to_string(st), waits, streams, (c1 - c0) / 1000.0 / waits,
+              double(after.queries - before.queries) / waits);
+  (void)cudaFreeHost(gate);
+}
+
 void latency(cu::strategy st, int iters, bool quick) {
   cu::device_context ctx(cu::device_context_options{.completion = st});
   const cu::context_scope here(ctx);
@@ -150,49 +210,8 @@ void latency(cu::strategy st, int iters, bool quick) {
     std::printf("%-13s co_await idle stream: %.3f us; co_await finished event: %.3f us\n",
                 cu::to_string(st), stream_us, event_us);
   }
-  // Reactor CPU per completion: 10,000 waits pending over 100 streams. A second reactor
-  // without a thread, polled here once the GPU finished everything, so that the figure is
-  // the reactor's work (queries, resolution, inline resumption), not time spent spinning
-  // while the GPU works.
-  {
-    constexpr int streams = 100, waits = 10000;
-    cuawait::reactor_options manual;
-    manual.start_thread = false;
-    cu::device_context polled_ctx(cu::device_context_options{.completion = st, .reactor = manual});
-    const cu::context_scope polled_here(polled_ctx);
-    cu::gpu_reactor& polled = polled_ctx.reactor();
-    std::vector<cu::stream> ss(streams);
-    int* gate = nullptr;
-    int* gate_dev = nullptr;
-    (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
-    *gate = 0;
-    (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
-    for (auto& x : ss) {
-      gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
-    }
-    std::atomic<int> done{0};
-    for (int i = 0; i < waits; ++i) {
-      [](cu::stream_ref x, std::atomic<int>& d) -> detached {
-        co_await x.launch(empty_kernel, dim3(1), dim3(1));
-        d.fetch_add(1);
-      }(ss[i % streams], done);
-    }
-    const auto before = polled.stats();
-    const int pending_before = static_cast<int>(polled.reactor().pending());
-    reinterpret_cast<volatile int*>(gate)[0] = 1;
-    (void)cudaDeviceSynchronize();
-    const double c0 = thread_cpu_ns();
-    while (done.load() < waits) {
-      polled.reactor().poll();
-    }
-    const double c1 = thread_cpu_ns();
-    const auto after = polled.stats();
-    std::printf("%-13s %d waits pending/100 streams: reactor CPU %.3f us per completion, %.2f "
-                "queries per completion\n",
-                cu::to_string(st), pending_before, (c1 - c0) / 1000.0 / waits,
-                double(after.queries - before.queries) / waits);
-    (void)cudaFreeHost(gate);
-  }
+  // Reactor CPU per completion: 10,000 waits pending over 100 streams.
+  completions_together(st, 100, false);
   // Idle: 1,000 coroutines awaiting one 1 s kernel.
   {
     std::atomic<int> done{0};
@@ -234,60 +253,8 @@ long rss_kib() {
 //! poll); then create / await / destroy cycles of streams and of events, with the peak RSS
 //! and the reactor's lane count along the way (flat memory: neither grows).
 void scaling(cu::strategy st, long cycles) {
-  for (const int streams : {100, 10000}) {
-    constexpr int waits = 10000;
-    cuawait::reactor_options manual;
-    manual.start_thread = false;
-    cu::device_context ctx(cu::device_context_options{.completion = st, .reactor = manual});
-    const cu::context_scope here(ctx);
-    cu::gpu_reactor& polled = ctx.reactor();
-    std::vector<cu::stream> ss(streams);
-    int* gate = nullptr;
-    int* gate_dev = nullptr;
-    (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
-    *gate = 0;
-    (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
-    for (auto& x : ss) {
-      gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
-    }
-    std::atomic<int> done{0};
-    for (int i = 0; i < waits; ++i) {
-      [](cu::stream_ref x, std::atomic<int>& d) -> detached {
-        co_await x.launch(empty_kernel, dim3(1), dim3(1));
-        d.fetch_add(1);
-      }(ss[i % streams], done);
-    }
-    // Nothing can finish while the gate is closed: what one poll costs per pending lane.
-    if (streams == 10000) {
-      const int polls = 200;
-      const auto q0 = polled.stats().queries;
-      const double c0 = thread_cpu_ns();
-      for (int i = 0; i < polls; ++i) {
-        polled.reactor().poll();
-      }
-      const double c1 = thread_cpu_ns();
-      std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
-                  "%.0f queries per poll (%s)\n",
-                  cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
-                  double(polled.stats().queries - q0) / polls,
-                  st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
-                                               : "driver calls");
-    }
-    reinterpret_cast<volatile int*>(gate)[0] = 1;
-    (void)cudaDeviceSynchronize();
-    const auto before = polled.stats();
-    const double c0 = thread_cpu_ns();
-    while (done.load() < waits) {
-      polled.reactor().poll();
-    }
-    const double c1 = thread_cpu_ns();
-    const auto after = polled.stats();
-    std::printf("%-13s %d waits finished together over %d streams: %.3f us host time per "
-                "completion, %.2f queries per completion\n",
-                cu::to_string(st), waits, streams, (c1 - c0) / 1000.0 / waits,
-                double(after.queries - before.queries) / waits);
-    (void)cudaFreeHost(gate);
-  }
+  completions_together(st, 100, false);
+  completions_together(st, 10000, true);
   // Create / await / destroy cycles.
   cu::device_context ctx(cu::device_context_options{.completion = st});
   const cu::context_scope here(ctx);
