@@ -4,11 +4,14 @@
 // executor resumption, and a multi-threaded stress (also run under TSan).
 
 #include <cuawait/cancellation.hpp>
+#include <cuawait/completion_reactor.hpp>
 #include <cuawait/cuda/detail/batch_coalesce.hpp>
 #include <cuawait/cuda/detail/batch_engine.hpp>
 #include <cuawait/executor.hpp>
+#include <cuawait/thread_pool.hpp>
 
 #include "common/detached.hpp"
+#include "common/fake_completion_source.hpp"
 #include "common/race.hpp"
 
 #include <gtest/gtest.h>
@@ -52,9 +55,25 @@ struct fake_backend {
   std::vector<std::vector<int>> batches;
   std::set<std::size_t> released;
 
+  std::set<std::thread::id> threads; //!< that called submit or done
+  std::atomic<int> inside{0};        //!< submit/done calls in progress now
+  std::atomic<int> overlaps{0};      //!< times two ran at once (they must not)
+
+  struct one_at_a_time {
+    explicit one_at_a_time(fake_backend& b) : b(b) {
+      if (b.inside.fetch_add(1) != 0) {
+        b.overlaps.fetch_add(1);
+      }
+    }
+    ~one_at_a_time() { b.inside.fetch_sub(1); }
+    fake_backend& b;
+  };
+
   void thread_init() {}
   ticket submit(std::span<int* const> jobs) {
+    const one_at_a_time guard(*this);
     const std::lock_guard lock(mutex);
+    threads.insert(std::this_thread::get_id());
     if (fail_submit) {
       throw std::runtime_error("submit refused");
     }
@@ -68,7 +87,9 @@ struct fake_backend {
     return ticket{batches.size() - 1};
   }
   bool done(ticket& t) {
+    const one_at_a_time guard(*this);
     const std::lock_guard lock(mutex);
+    threads.insert(std::this_thread::get_id());
     if (fail_done) {
       throw std::runtime_error("batch failed on the device");
     }
@@ -470,6 +491,214 @@ TEST(Batcher, StressManyThreadsSubmitting) {
   EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(threads * per_thread));
   EXPECT_LE(s.largest_batch, 16u);
   EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+}
+
+// --- driven by a completion reactor: no thread of its own ---------------------------------
+
+void wake_pool(void* pool) noexcept {
+  static_cast<cuawait::thread_pool*>(pool)->wake_idle_poller();
+}
+
+//! A pool whose idle workers poll a thread-less reactor, wired as a runtime wires them.
+struct polled_rig {
+  explicit polled_rig(std::size_t threads)
+      : reactor(source,
+                [] {
+                  cuawait::reactor_options o;
+                  o.start_thread = false;
+                  return o;
+                }()),
+        pool(threads) {
+    reactor.set_idle_waker(&wake_pool, &pool);
+    pool.set_idle_source(&reactor);
+  }
+  ~polled_rig() {
+    pool.set_idle_source(nullptr);
+    reactor.set_idle_waker(nullptr, nullptr);
+    pool.shutdown();
+  }
+  cuawait::test::fake_completion_source source;
+  cuawait::completion_reactor reactor;
+  cuawait::thread_pool pool;
+};
+
+struct pool_outcome {
+  std::atomic<int> value{-1};
+  std::atomic<bool> resumed_on_pool{false};
+};
+
+//! Moves onto the pool, notes its thread, submits `job`, and notes where it resumed.
+detached submit_from_pool(polled_rig& rig, engine_t& e, int job, pool_outcome& out,
+                          std::mutex& ids_mutex, std::set<std::thread::id>& ids, std::latch& done) {
+  co_await rig.pool.schedule();
+  {
+    const std::lock_guard lock(ids_mutex);
+    ids.insert(std::this_thread::get_id());
+  }
+  out.value = co_await awaiter_t(e, job);
+  out.resumed_on_pool = rig.pool.on_worker_thread() && cuawait::current_executor() == &rig.pool;
+  done.count_down();
+}
+
+TEST(BatcherPolled, FullBatchesGoFromTheSubmittingThreadsAndResumeOnThePool) {
+  polled_rig rig(4);
+  fake_backend b;
+  constexpr int jobs = 64;
+  std::vector<pool_outcome> out(jobs);
+  std::mutex ids_mutex;
+  std::set<std::thread::id> ids{std::this_thread::get_id()};
+  std::latch done(jobs);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    EXPECT_TRUE(e.polled());
+    for (int i = 0; i < jobs; ++i) {
+      submit_from_pool(rig, e, i, out[i], ids_mutex, ids, done);
+    }
+    done.wait(); // max_wait is an hour: only full batches, submitted by their last job's thread
+    const auto s = e.stats();
+    EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(jobs));
+    EXPECT_EQ(s.full_batches, static_cast<std::uint64_t>(jobs / 8));
+    EXPECT_EQ(s.batches, s.full_batches);
+  }
+  for (int i = 0; i < jobs; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+    EXPECT_TRUE(out[i].resumed_on_pool) << "job " << i;
+  }
+  // No thread of the engine's own: every submit and every poll ran on a pool worker (or on
+  // this thread, in the engine's destructor).
+  for (const std::thread::id t : b.threads) {
+    EXPECT_TRUE(ids.contains(t)) << "a thread that is neither the pool's nor the test's";
+  }
+  EXPECT_EQ(b.overlaps.load(), 0) << "submit/done ran on two threads at once";
+  EXPECT_FALSE(rig.reactor.idle_pending()) << "the engine left its work counted";
+}
+
+TEST(BatcherPolled, ALoneJobGoesWhenItsWaitIsOverFoundByAnIdleWorker) {
+  polled_rig rig(2);
+  fake_backend b;
+  pool_outcome out;
+  std::mutex ids_mutex;
+  std::set<std::thread::id> ids;
+  std::latch done(1);
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 200us}, &rig.reactor);
+  submit_from_pool(rig, e, 7, out, ids_mutex, ids, done);
+  done.wait(); // nobody flushes: an idle worker's poll must find the batch due
+  EXPECT_EQ(out.value, 1007);
+  const auto s = e.stats();
+  EXPECT_EQ(s.timed_batches, 1u);
+  EXPECT_EQ(s.lone_jobs, 1u);
+  EXPECT_GE(s.lone_wait_ns_max, 200'000u); // it did wait for company first
+}
+
+TEST(BatcherPolled, ABatchStillRunningKeepsTheWorkersPolling) {
+  polled_rig rig(2);
+  fake_backend b;
+  b.auto_complete = false;
+  pool_outcome out;
+  std::mutex ids_mutex;
+  std::set<std::thread::id> ids;
+  std::latch done(1);
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h}, &rig.reactor);
+  submit_from_pool(rig, e, 4, out, ids_mutex, ids, done);
+  b.wait_for_batches(1);
+  EXPECT_TRUE(rig.reactor.idle_pending()); // the batch in flight counts as pending work
+  b.release(0); // no wake-up: the workers, parked or spinning, must still be polling
+  done.wait();
+  EXPECT_EQ(out.value, 1004);
+  EXPECT_TRUE(out.resumed_on_pool);
+}
+
+TEST(BatcherPolled, TheDestructorSubmitsWhatIsQueuedAndResumesIt) {
+  polled_rig rig(2);
+  fake_backend b;
+  std::vector<outcome> out(3);
+  std::latch done(3);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    for (int i = 0; i < 3; ++i) {
+      submit(e, i, out[i], done); // from this plain thread: resumed by whoever finds it
+    }
+    EXPECT_EQ(out[0].value, -1);
+  }
+  done.wait();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+  }
+  EXPECT_EQ(b.sizes(), std::vector<std::size_t>{3});
+}
+
+TEST(BatcherPolled, AWithdrawnJobLeavesNoWorkCounted) {
+  polled_rig rig(2);
+  fake_backend b;
+  std::atomic<int> finished{0};
+  cancellable_outcome out;
+  std::stop_source stop;
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    submit_cancellable(e, 1, stop.get_token(), out, finished);
+    EXPECT_TRUE(rig.reactor.idle_pending());
+    stop.request_stop();
+    EXPECT_TRUE(out.cancelled);
+    EXPECT_FALSE(rig.reactor.idle_pending()); // the pollers may park again
+  }
+  EXPECT_TRUE(b.batches.empty());
+}
+
+TEST(BatcherPolled, AFailedSubmissionResumesEveryJobOfItsBatchWithTheError) {
+  polled_rig rig(2);
+  fake_backend b;
+  b.fail_submit = true;
+  std::vector<outcome> out(4);
+  std::latch done(4);
+  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h}, &rig.reactor);
+  for (int i = 0; i < 4; ++i) {
+    submit(e, i, out[i], done);
+  }
+  done.wait();
+  for (const outcome& o : out) {
+    EXPECT_TRUE(o.failed);
+  }
+  EXPECT_EQ(e.stats().failed_batches, 1u);
+}
+
+// Pool coroutines and plain threads submitting at once, batches finishing on the pollers:
+// every job comes back once, processed (also run under TSan).
+TEST(BatcherPolled, StressPoolAndPlainThreadsSubmitting) {
+  polled_rig rig(4);
+  fake_backend b;
+  constexpr int threads = 4;
+  constexpr int per_thread = 1000;
+  constexpr int total = 2 * threads * per_thread;
+  std::vector<outcome> plain(threads * per_thread);
+  std::vector<pool_outcome> pooled(threads * per_thread);
+  std::mutex ids_mutex;
+  std::set<std::thread::id> ids;
+  std::latch done(total);
+  {
+    engine_t e(b, batch_options{.max_batch = 16, .max_wait = 20us, .max_in_flight = 4},
+               &rig.reactor);
+    std::vector<std::jthread> submitters;
+    for (int t = 0; t < threads; ++t) {
+      submitters.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          const int job = t * per_thread + i;
+          submit(e, job, plain[job], done);
+          submit_from_pool(rig, e, total + job, pooled[job], ids_mutex, ids, done);
+        }
+      });
+    }
+    done.wait();
+    const auto s = e.stats();
+    EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(total));
+    EXPECT_LE(s.largest_batch, 16u);
+    EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+  }
+  for (int j = 0; j < threads * per_thread; ++j) {
+    ASSERT_EQ(plain[j].value, 1000 + j);
+    ASSERT_EQ(pooled[j].value, 1000 + total + j);
+  }
+  EXPECT_EQ(b.overlaps.load(), 0);
+  EXPECT_FALSE(rig.reactor.idle_pending());
 }
 
 // --- merging adjacent copies -----------------------------------------------------------

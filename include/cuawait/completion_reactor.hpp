@@ -41,6 +41,20 @@ namespace detail {
 struct resume_batch;
 } // namespace detail
 
+//! Work polled beside a reactor's waits that is not one wait: a batcher's queue of jobs
+//! and its batches in flight. Whoever polls the reactor (idle executor threads, its thread,
+//! `poll()`) polls its companions too, so they need no thread of their own.
+class reactor_companion {
+public:
+  //! Does what is due without blocking (submits a batch whose time came, resolves the
+  //! finished ones) and returns how many coroutines it resumed or handed to executors. The
+  //! reactor calls it from one thread at a time, outside its own lock.
+  virtual std::size_t companion_poll() noexcept = 0;
+
+protected:
+  ~reactor_companion() = default;
+};
+
 //! How the reactor polls. The defaults keep resumption within microseconds for work up to
 //! ~15 ms long and bound idle CPU (see docs/PERFORMANCE.md).
 struct reactor_options {
@@ -125,9 +139,9 @@ public:
   //! the calling thread instead. After it returns `w` may be gone.
   void request_stop(detail::wait_node& w) noexcept;
 
-  //! One poll over the active lanes: resolves what finished, posts or resumes it. Returns
-  //! the number of waits resolved. Safe alongside the thread, but meant for reactors
-  //! without one.
+  //! One poll over the active lanes (and the companions): resolves what finished, posts or
+  //! resumes it. Returns the number of waits resolved (and coroutines companions resumed). Safe
+  //! alongside the thread, but meant for reactors without one.
   std::size_t poll();
 
   //! Polls (spinning, then sleeping `park_poll` between polls) until no wait is pending and
@@ -150,6 +164,17 @@ public:
   //! Wakes the polling thread if parked (and calls the idle waker). Safe from any thread,
   //! including a CUDA callback.
   void notify() noexcept;
+
+  //! Polls `c` with the waits from now on. Thread-safe. `c` must stay alive until detached.
+  void attach(reactor_companion& c);
+  //! Stops polling `c`; returns once no thread polls it any more. Thread-safe, but never
+  //! from inside `c.companion_poll()`.
+  void detach(reactor_companion& c) noexcept;
+  //! A companion's outstanding work changes by `delta` (+1 when it gets work while it had
+  //! none, -1 when it has none left). While the sum is not zero, the pollers keep polling
+  //! as they do for pending waits; a positive `delta` counts as progress and wakes a parked
+  //! poller.
+  void companion_work(std::ptrdiff_t delta) noexcept;
 
   //! For reactors polled by idle executor threads: `fn(context)` is called when a wait is
   //! submitted or the source signals a completion, so a parked poller can be woken
@@ -211,6 +236,8 @@ private:
   std::size_t end_stops() noexcept;
   void unlink_locked(detail::wait_node& w, std::uint64_t now) noexcept;
   std::size_t run_ready_inline();
+  std::size_t poll_companions() noexcept;
+  std::size_t poll_waits();
   std::size_t poll_claimed_lane(const void* own_key, bool* own_busy) noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
@@ -255,6 +282,12 @@ private:
   void* m_idle_waker_context = nullptr;
 
   std::atomic<std::size_t> m_pending_count{0};
+
+  // Companions (attach): the list under m_companion_mutex, which a poll only try-locks.
+  std::mutex m_companion_mutex;
+  std::vector<reactor_companion*> m_companions;
+  std::atomic<std::size_t> m_companion_count{0};
+  std::atomic<std::ptrdiff_t> m_companion_work{0};
   std::atomic<std::uint64_t> m_wake_seq{0};
   std::atomic<bool> m_parked{false};
   std::mutex m_park_mutex;

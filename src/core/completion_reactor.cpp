@@ -571,6 +571,47 @@ std::size_t completion_reactor::run_ready_inline() {
 }
 
 std::size_t completion_reactor::poll() {
+  const std::size_t companions = poll_companions();
+  return companions + poll_waits();
+}
+
+std::size_t completion_reactor::poll_companions() noexcept {
+  if (m_companion_count.load(std::memory_order_relaxed) == 0 || !m_companion_mutex.try_lock()) {
+    return 0; // none, or another thread polls them now
+  }
+  std::size_t n = 0;
+  for (reactor_companion* c : m_companions) {
+    n += c->companion_poll();
+  }
+  m_companion_mutex.unlock();
+  if (n != 0) {
+    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+    m_spin_lapsed.store(false, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+void completion_reactor::attach(reactor_companion& c) {
+  const std::lock_guard lock(m_companion_mutex);
+  m_companions.push_back(&c);
+  m_companion_count.store(m_companions.size(), std::memory_order_relaxed);
+}
+
+void completion_reactor::detach(reactor_companion& c) noexcept {
+  const std::lock_guard lock(m_companion_mutex); // waits for a poll of it in progress
+  std::erase(m_companions, &c);
+  m_companion_count.store(m_companions.size(), std::memory_order_relaxed);
+}
+
+void completion_reactor::companion_work(std::ptrdiff_t delta) noexcept {
+  m_companion_work.fetch_add(delta, std::memory_order_relaxed);
+  if (delta > 0) {
+    m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+    wake();
+  }
+}
+
+std::size_t completion_reactor::poll_waits() {
   std::size_t n = 0;
   resume_batch stops;
   {
@@ -784,8 +825,8 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
 std::size_t completion_reactor::poll_idle() noexcept {
   // Stop requests first, whichever way this thread polls below (any idle thread may end
   // them: the list is taken whole by one).
-  const std::size_t stopped =
-      m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
+  std::size_t stopped = m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
+  stopped += poll_companions();
   if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
       !m_has_ready.load(std::memory_order_relaxed)) {
     return stopped;
@@ -818,7 +859,7 @@ std::size_t completion_reactor::poll_idle() noexcept {
   }
   std::size_t n = 0;
   try {
-    n = poll();
+    n = poll_waits();
   } catch (...) {
     // poll() itself throws nothing; a coroutine resumed inline lets nothing escape either
     // (detail::resume), so this only keeps the noexcept contract honest.
@@ -829,6 +870,7 @@ std::size_t completion_reactor::poll_idle() noexcept {
 
 bool completion_reactor::idle_pending() const noexcept {
   return m_pending_count.load(std::memory_order_relaxed) != 0 ||
+         m_companion_work.load(std::memory_order_relaxed) != 0 ||
          m_has_ready.load(std::memory_order_relaxed) ||
          m_stop_head.load(std::memory_order_relaxed) != nullptr;
 }
@@ -849,14 +891,19 @@ std::size_t completion_reactor::idle_spinners_wanted() const noexcept {
   if (m_options.idle_spinners != 0) {
     return m_options.idle_spinners; // a fixed number, or every idle thread
   }
-  // One spinner per lane that has waits: waits of one lane are answered by one query.
+  // One spinner per lane that has waits: waits of one lane are answered by one query (and
+  // one for the companions).
+  const std::size_t companions = m_companion_work.load(std::memory_order_relaxed) != 0 ? 1 : 0;
   return std::max<std::size_t>(1, std::min(m_pending_count.load(std::memory_order_relaxed),
-                                           m_active_lanes.load(std::memory_order_relaxed)));
+                                           m_active_lanes.load(std::memory_order_relaxed)) +
+                                      companions);
 }
 
 std::chrono::nanoseconds completion_reactor::idle_park_period() const noexcept {
-  return m_source->notifies() ? std::max(m_options.park_poll * 10, m_options.stall_probe)
-                              : m_options.park_poll;
+  // A source's notification covers its waits, never a companion's work.
+  const bool notified =
+      m_source->notifies() && m_companion_work.load(std::memory_order_relaxed) == 0;
+  return notified ? std::max(m_options.park_poll * 10, m_options.stall_probe) : m_options.park_poll;
 }
 
 void completion_reactor::notify() noexcept { wake(); }
@@ -945,9 +992,7 @@ void completion_reactor::park(const std::stop_token& stop, std::uint64_t seen_se
     } else {
       // A notifying source wakes us itself; the timed wait then only bounds how late a
       // lost context is noticed.
-      const auto period = m_source->notifies()
-                              ? std::max(m_options.park_poll * 10, m_options.stall_probe)
-                              : m_options.park_poll;
+      const auto period = idle_park_period();
       m_park_cv.wait_for(lock, period, woken);
     }
   }
@@ -971,7 +1016,8 @@ void completion_reactor::thread_main(std::stop_token stop) {
     {
       const std::lock_guard lock(m_mutex);
       idle = m_active.empty() && m_ready_head == nullptr &&
-             m_stop_head.load(std::memory_order_relaxed) == nullptr;
+             m_stop_head.load(std::memory_order_relaxed) == nullptr &&
+             m_companion_work.load(std::memory_order_relaxed) == 0;
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
     }
     if (idle || now - last_progress >= window) {

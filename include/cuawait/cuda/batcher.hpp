@@ -31,10 +31,16 @@
 //! longer for company), or at `flush()`. `stats()` reports the batches and the latency
 //! batching added (overall and for jobs that went alone).
 //!
-//! Threads: one engine thread per batcher calls the enqueue function (so it runs on that
-//! thread, serialised: no locking needed in it), polls the batches' completion events, and
-//! hands each coroutine back to the executor it suspended on (a coroutine awaiting from a
-//! plain thread resumes on the engine thread). The engine thread spins while batches are
+//! Threads: none of its own inside a runtime. The batcher rides on the completion reactor of
+//! the device context current where it is made: the threads that poll that reactor for GPU
+//! work (the runtime's idle workers, `run` loops) also submit due batches and poll the
+//! batches' completion events, and a coroutine whose job fills a batch submits it on its
+//! own thread before it suspends. The enqueue function runs on those threads, one call at
+//! a time (serialised: no locking needed in it), with the batcher's device current. Each
+//! coroutine goes back to the executor it suspended on, those of one batch in bulk (one
+//! coroutine awaiting from a plain thread resumes on the thread that found its batch
+//! done). Made where no device context is current, or with `batch_options::engine_thread`,
+//! the batcher has one engine thread that does all of this; it spins while batches are
 //! pending or in flight, and sleeps when idle.
 
 #include "cuawait/cuda/detail/batch_coalesce.hpp"
@@ -47,6 +53,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -78,20 +85,25 @@ inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
 //! flight and handed back by `co_await submit(job)`).
 //!
 //! Lifetime: destroy the batcher only after every coroutine that submitted to it has
-//! resumed; the destructor submits what is pending and waits for batches in flight.
+//! resumed, and before the runtime (the device context) it was made in; the destructor
+//! submits what is pending and waits for batches in flight. Never destroy it from a
+//! coroutine it resumed inline (one that awaited from a plain thread) before that
+//! coroutine next suspends.
 template <class Job>
 class batcher {
   class backend;
 
 public:
-  //! Enqueues the GPU work of one batch on `s`, without waiting. Runs on the engine thread.
+  //! Enqueues the GPU work of one batch on `s`, without waiting. Runs on the thread that
+  //! submits the batch (see the file's comment), one call at a time.
   using enqueue_fn = std::function<void(std::span<Job* const> jobs, stream_ref s)>;
 
   //! A batcher on the current device with `streams` streams used in turn (so one batch's
   //! device-to-host copies overlap the next one's host-to-device copies).
   //! @throws cuda_error creating streams; std::invalid_argument for bad options or 0 streams.
   explicit batcher(enqueue_fn enqueue, batch_options options = {}, std::size_t streams = 4)
-      : m_backend(std::move(enqueue), streams), m_engine(m_backend, options) {}
+      : m_backend(std::move(enqueue), streams),
+        m_engine(m_backend, options, m_backend.driver(options)) {}
   batcher(const batcher&) = delete;
   batcher& operator=(const batcher&) = delete;
 
@@ -142,6 +154,16 @@ private:
       }
     }
 
+    //! The reactor that drives the engine: the made-in context's, unless a thread of its
+    //! own is asked for (or there is no context).
+    [[nodiscard]] completion_reactor* driver(const batch_options& o) const noexcept {
+      bool thread = o.engine_thread;
+      if (const char* v = std::getenv("CUAWAIT_BATCH_THREAD"); v != nullptr && *v != '\0') {
+        thread = *v != '0';
+      }
+      return m_context != nullptr && !thread ? &m_context->reactor().reactor() : nullptr;
+    }
+
     //! The engine thread gets the device, and the device context of the thread that made
     //! the batcher (a coroutine resumed there may await GPU work again).
     void thread_init() {
@@ -156,15 +178,29 @@ private:
     // once that part has finished (they reuse their buffers then).
     ticket submit(std::span<Job* const> jobs) {
       ticket t{nullptr, m_streams[m_next++ % m_streams.size()], nullptr};
+      // A pool worker may serve several devices: the batcher's is current while it submits.
+      int current = m_device;
+      (void)cudaGetDevice(&current);
+      if (current != m_device) {
+        (void)cudaSetDevice(m_device);
+      }
       try {
         m_enqueue(jobs, t.stream);
       } catch (...) {
         t.error = std::current_exception();
       }
+      record(t);
+      if (current != m_device) {
+        (void)cudaSetDevice(current);
+      }
+      return t;
+    }
+
+    void record(ticket& t) {
       try {
         t.event = m_events.acquire();
       } catch (...) { // no event: done() queries the stream instead
-        return t;
+        return;
       }
       const cudaError_t rec = cudaEventRecord(t.event, t.stream.get());
       if (rec != cudaSuccess) {
@@ -178,7 +214,6 @@ private:
           }
         }
       }
-      return t;
     }
 
     bool done(ticket& t) {

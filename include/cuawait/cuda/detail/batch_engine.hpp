@@ -2,9 +2,9 @@
 #pragma once
 
 //! @file
-//! The CUDA-free engine of batched submission. Coroutines hand it small jobs; one thread
-//! gathers them into batches, hands each batch to a backend in one submission, watches
-//! the submitted batches, and resumes every job's coroutine when its batch has finished.
+//! The CUDA-free engine of batched submission. Coroutines hand it small jobs; it gathers
+//! them into batches, hands each batch to a backend in one submission, watches the
+//! submitted batches, and resumes every job's coroutine when its batch has finished.
 //!
 //! When a batch goes: as soon as it holds `max_batch` jobs (under load), or when its oldest
 //! job has waited `max_wait` (a job alone waits no longer than that for company), or at
@@ -19,14 +19,25 @@
 //!     ticket submit(std::span<job_type* const> jobs);  // may throw: the batch fails
 //!     bool done(ticket& t);                          // finished? may throw: the batch fails
 //!   };
+//!
+//! Who drives it, one of two:
+//! - **A completion reactor** (the constructor that takes one): the engine is a companion of
+//!   the reactor (`reactor_companion`), so the threads that poll the reactor for GPU work
+//!   (idle pool workers, `run` loops) also submit due batches and resolve finished ones; a
+//!   coroutine whose job fills a batch submits it on its own thread before it suspends. No
+//!   thread of its own; `submit` and `done` run on those threads, one at a time.
+//! - **Its own thread** (the other constructor): `thread_init`, `submit` and `done` run
+//!   there.
 
 #include "cuawait/cancellation.hpp"
+#include "cuawait/completion_reactor.hpp"
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 #include "cuawait/executor.hpp"
 #include "cuawait/gpu_counters.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
@@ -64,35 +75,68 @@ struct batch_item {
 };
 
 template <class Backend>
-class batch_engine {
+class batch_engine final : private reactor_companion {
 public:
   using job_type = typename Backend::job_type;
   using item = batch_item<job_type>;
 
   //! Starts the engine thread. `backend` must outlive the engine.
   //! @throws std::invalid_argument for a zero `max_batch` or `max_in_flight`
-  batch_engine(Backend& backend, batch_options options)
-      : m_backend(&backend), m_options(validate(options)) {
-    m_thread = std::thread([this] { run(); });
+  batch_engine(Backend& backend, batch_options options) : batch_engine(backend, options, nullptr) {}
+  //! With `reactor`: no thread, the threads that poll `reactor` drive the engine (see the
+  //! file's comment); `reactor` must outlive the engine. nullptr: starts the engine thread.
+  //! `backend` must outlive the engine.
+  //! @throws std::invalid_argument for a zero `max_batch` or `max_in_flight`
+  batch_engine(Backend& backend, batch_options options, completion_reactor* reactor)
+      : m_backend(&backend), m_options(validate(options)), m_reactor(reactor) {
+    m_jobs.reserve(std::min<std::size_t>(m_options.max_batch, 1024));
+    if (m_reactor != nullptr) {
+      m_reactor->attach(*this);
+    } else {
+      m_thread = std::thread([this] { run(); });
+    }
   }
   batch_engine(const batch_engine&) = delete;
   batch_engine& operator=(const batch_engine&) = delete;
   //! Submits what is pending, waits for every batch to finish (their coroutines resume),
-  //! then stops the thread.
+  //! then stops the thread (or leaves the reactor).
   ~batch_engine() {
     {
       const std::lock_guard lock(m_mutex);
       m_stopping = true;
     }
-    m_wake.notify_one();
-    m_thread.join();
+    if (m_reactor == nullptr) {
+      m_wake.notify_one();
+      m_thread.join();
+      while (m_callers.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield(); // a submitting coroutine's thread still in `leave`
+      }
+      return;
+    }
+    // Drive it here until nothing is left (a poller may be doing the same meanwhile), then
+    // leave the reactor, which waits for a poll of this engine in progress.
+    while (m_outstanding.load(std::memory_order_acquire) != 0) {
+      if (step(false) == 0) {
+        std::this_thread::yield();
+      }
+    }
+    m_reactor->detach(*this);
+    while (m_callers.load(std::memory_order_acquire) != 0) {
+      std::this_thread::yield(); // a submitting coroutine's thread still in `leave`
+    }
   }
 
+  //! True when no thread of its own drives the engine (a reactor does).
+  [[nodiscard]] bool polled() const noexcept { return m_reactor != nullptr; }
+
   //! Queues `it` (filled in by the caller). Thread-safe. `it` must stay alive until its
-  //! coroutine resumes.
-  void enqueue(item& it) {
+  //! coroutine resumes. The caller calls `leave(returned value)` afterwards, once it no
+  //! longer touches `it` (whose coroutine may resume on another thread meanwhile).
+  [[nodiscard]] bool enqueue(item& it) {
+    m_callers.fetch_add(1, std::memory_order_relaxed);
     it.arrived_ns = now_ns();
     bool wake = false;
+    bool full = false;
     {
       const std::lock_guard lock(m_mutex);
       it.next = nullptr;
@@ -100,10 +144,25 @@ public:
       m_tail = &it;
       ++m_pending;
       wake = m_sleeping;
+      full = m_pending >= m_options.max_batch;
     }
-    if (wake) {
+    if (m_reactor != nullptr) {
+      if (m_outstanding.fetch_add(1, std::memory_order_acq_rel) == 0) {
+        m_reactor->companion_work(+1);
+      }
+    } else if (wake) {
       m_wake.notify_one();
     }
+    return full;
+  }
+
+  //! Ends an `enqueue` call. `full` (its value): a batch is full, so this thread submits
+  //! it now when the reactor drives the engine, instead of waiting for a poller.
+  void leave(bool full) noexcept {
+    if (full && m_reactor != nullptr) {
+      (void)step(true);
+    }
+    m_callers.fetch_sub(1, std::memory_order_release);
   }
 
   //! Removes `it` if it is still queued (not yet taken into a batch); true then, and the
@@ -121,19 +180,27 @@ public:
       }
       it.next = nullptr;
       --m_pending;
+      if (m_reactor != nullptr && m_outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        m_reactor->companion_work(-1);
+      }
       return true;
     }
     return false;
   }
 
-  //! Submits the pending jobs now, without waiting for company (asynchronously: the engine
-  //! thread does it at once).
+  //! Submits the pending jobs now, without waiting for company (the engine thread does it
+  //! at once; without one, the calling thread does, unless a poller is at it).
   void flush() {
     {
       const std::lock_guard lock(m_mutex);
       m_forced = true;
     }
-    m_wake.notify_one();
+    if (m_reactor == nullptr) {
+      m_wake.notify_one();
+    } else {
+      m_callers.fetch_add(1, std::memory_order_relaxed);
+      leave(true);
+    }
   }
 
   //! A snapshot of the counters.
@@ -148,6 +215,7 @@ private:
   struct in_flight {
     typename Backend::ticket ticket;
     item* head;
+    std::size_t jobs;
   };
 
   static batch_options validate(batch_options o) {
@@ -162,30 +230,46 @@ private:
             .count());
   }
 
+  std::size_t companion_poll() noexcept override { return step(false); }
+
+  //! One round, on one thread at a time (others return 0 at once): submits the batches due
+  //! while there is room in flight and, unless `submit_only`, resolves the finished ones.
+  //! Returns the batches submitted plus the jobs resolved.
+  std::size_t step(bool submit_only) noexcept {
+    if (m_stepping.load(std::memory_order_relaxed) ||
+        m_stepping.exchange(true, std::memory_order_acquire)) {
+      return 0;
+    }
+    std::size_t n = 0;
+    while (m_flying.size() < m_options.max_in_flight) {
+      item* const head = take_due(m_jobs, m_room_since);
+      if (head == nullptr) {
+        break;
+      }
+      submit(head, m_jobs, m_flying);
+      ++n;
+    }
+    if (!submit_only) {
+      const bool was_full = m_flying.size() >= m_options.max_in_flight;
+      const std::size_t resolved = poll(m_flying);
+      if (was_full && m_flying.size() < m_options.max_in_flight) {
+        m_room_since = now_ns();
+      }
+      n += resolved;
+    }
+    m_stepping.store(false, std::memory_order_release);
+    return n;
+  }
+
   void run() {
     m_backend->thread_init();
-    std::deque<in_flight> flying;
-    std::vector<job_type*> jobs;
     std::uint64_t idle_since = now_ns();
-    std::uint64_t room_since = 0; // when the last wait for a free in-flight slot ended
     for (;;) {
-      bool progress = false;
-      if (flying.size() < m_options.max_in_flight) {
-        if (item* head = take_due(jobs, room_since); head != nullptr) {
-          submit(head, jobs, flying);
-          progress = true;
-        }
-      }
-      const bool was_full = flying.size() >= m_options.max_in_flight;
-      progress = poll(flying) || progress;
-      if (was_full && flying.size() < m_options.max_in_flight) {
-        room_since = now_ns();
-      }
-      if (progress) {
+      if (step(false) != 0) {
         idle_since = now_ns();
         continue;
       }
-      if (!wait_for_work(flying.empty(), idle_since)) {
+      if (!wait_for_work(m_flying.empty(), idle_since)) {
         return;
       }
     }
@@ -271,15 +355,16 @@ private:
 
   void submit(item* head, const std::vector<job_type*>& jobs, std::deque<in_flight>& flying) {
     try {
-      flying.push_back(in_flight{m_backend->submit(std::span<job_type* const>(jobs)), head});
+      flying.push_back(
+          in_flight{m_backend->submit(std::span<job_type* const>(jobs)), head, jobs.size()});
     } catch (...) {
-      fail(head, std::current_exception());
+      fail(head, jobs.size(), std::current_exception());
     }
   }
 
-  //! Resolves finished batches (in any order). True when one finished.
-  bool poll(std::deque<in_flight>& flying) {
-    bool any = false;
+  //! Resolves finished batches (in any order). Returns the jobs resolved.
+  std::size_t poll(std::deque<in_flight>& flying) {
+    std::size_t resolved = 0;
     for (auto it = flying.begin(); it != flying.end();) {
       bool finished = false;
       std::exception_ptr error;
@@ -294,18 +379,19 @@ private:
         continue;
       }
       item* head = it->head;
+      const std::size_t jobs = it->jobs;
       it = flying.erase(it);
       if (error) {
-        fail(head, error);
+        fail(head, jobs, error);
       } else {
-        resume_all(head);
+        resume_all(head, jobs);
       }
-      any = true;
+      resolved += jobs;
     }
-    return any;
+    return resolved;
   }
 
-  void fail(item* head, const std::exception_ptr& e) {
+  void fail(item* head, std::size_t jobs, const std::exception_ptr& e) {
     {
       const std::lock_guard lock(m_mutex);
       ++m_stats.failed_batches;
@@ -313,23 +399,50 @@ private:
     for (item* i = head; i != nullptr; i = i->next) {
       i->error = e;
     }
-    resume_all(head);
+    resume_all(head, jobs);
   }
 
-  static void resume_all(item* head) noexcept {
+  //! Hands the coroutines of a finished batch (`jobs` of them, from `head`) back, in bulk
+  //! where they share an executor and priority (`executor::post_bulk`: one lock, one wake).
+  void resume_all(item* head, std::size_t jobs) noexcept {
+    // Before any resumes: the last coroutine resumed may destroy the engine.
+    if (m_reactor != nullptr && m_outstanding.fetch_sub(jobs, std::memory_order_acq_rel) == jobs) {
+      m_reactor->companion_work(-1);
+    }
+    constexpr std::size_t chunk = 64;
+    std::array<std::coroutine_handle<>, chunk> run{};
+    std::size_t count = 0;
+    executor* run_ex = nullptr;
+    priority run_prio = priority::normal;
+    const auto flush_run = [&]() noexcept {
+      if (count != 0) {
+        run_ex->post_bulk(std::span<const std::coroutine_handle<>>(run.data(), count), run_prio);
+        count = 0;
+      }
+    };
     while (head != nullptr) {
       item* const next = head->next; // `head` dies once its coroutine runs
       if (!head->arrived.exchange(true, std::memory_order_acq_rel)) {
         head = next; // still in await_suspend: it sees the arrival and does not suspend
         continue;
       }
-      if (head->ex != nullptr) {
-        head->ex->post(head->waiter, head->prio);
+      const std::coroutine_handle<> h = head->waiter;
+      executor* const ex = head->ex;
+      const priority prio = head->prio;
+      if (ex == nullptr) {
+        flush_run(); // in order
+        cuawait::detail::resume(h);
       } else {
-        cuawait::detail::resume(head->waiter);
+        if (count == chunk || (count != 0 && (ex != run_ex || prio != run_prio))) {
+          flush_run();
+        }
+        run_ex = ex;
+        run_prio = prio;
+        run[count++] = h;
       }
       head = next;
     }
+    flush_run();
   }
 
   //! Waits a little for something to do. False when the engine should stop.
@@ -418,6 +531,16 @@ private:
   bool m_stopping = false;
   bool m_sleeping = false;
   batch_stats m_stats{};
+  // The driving thread's (one at a time: m_stepping).
+  std::atomic<bool> m_stepping{false};
+  std::deque<in_flight> m_flying;
+  std::vector<job_type*> m_jobs;
+  std::uint64_t m_room_since = 0; // when the last wait for a free in-flight slot ended
+  // Driven by a reactor: it, the jobs queued or in flight (its companion_work is +1 while
+  // not zero), and the threads inside enqueue/leave or flush (the destructor waits for them).
+  completion_reactor* m_reactor = nullptr;
+  std::atomic<std::size_t> m_outstanding{0};
+  std::atomic<std::size_t> m_callers{0};
   std::thread m_thread; // last: started after everything above exists
 };
 
@@ -486,12 +609,17 @@ private:
     m_item.prio = current_priority();
     const bool cancellable = m_token.stop_possible();
     m_item.arrived.store(!cancellable, std::memory_order_relaxed);
-    m_engine->enqueue(m_item); // may resume `h` on another thread before this returns
+    batch_engine<Backend>* const engine = m_engine;
+    // From here `h` may resume on another thread at any moment (and this awaiter go).
+    const bool full = engine->enqueue(m_item);
     if (!cancellable) {
+      engine->leave(full);
       return true;
     }
     (void)m_stop.emplace(m_token, on_stop{this}); // may run cancel() inline
-    return !m_item.arrived.exchange(true, std::memory_order_acq_rel);
+    const bool suspended = !m_item.arrived.exchange(true, std::memory_order_acq_rel);
+    engine->leave(full);
+    return suspended;
   }
 
   void cancel() noexcept {
