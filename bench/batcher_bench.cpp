@@ -5,16 +5,22 @@
 // busy (spinning) one. The GPU figure, with back-pressure reported apart, comes from
 // cuawait-bench-pipeline (docs/PERFORMANCE.md).
 
+#include <cuawait/completion_reactor.hpp>
+#include <cuawait/completion_source.hpp>
 #include <cuawait/cuda/detail/batch_engine.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
+#include <cuawait/thread_pool.hpp>
+#include <cuawait/when_all.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -68,6 +74,71 @@ BENCHMARK(bm_lone_job)
     ->Args({20, 1000})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+//! A source with no waits of its own: the reactor only carries the engine as a companion.
+struct no_waits final : cuawait::completion_source {
+  cuawait::completion_status query(const cuawait::detail::wait_node&) noexcept override {
+    return {cuawait::completion_state::done, 0};
+  }
+};
+
+void wake_pool(void* pool) noexcept {
+  static_cast<cuawait::thread_pool*>(pool)->wake_idle_poller();
+}
+
+cuawait::task<void> pipeline(cuawait::thread_pool& pool, engine_t& e, int jobs) {
+  co_await pool.schedule();
+  for (int i = 0; i < jobs; ++i) {
+    benchmark::DoNotOptimize(co_await awaiter_t(e, i));
+  }
+}
+
+//! The host cost per job of the batch path itself: `pipelines` coroutines on a pool of
+//! `threads` workers, each submitting jobs one after another to a batcher whose batches
+//! finish at once, the engine driven by its own thread (driver 0) or by the workers that
+//! poll the completion reactor (driver 1). Time per job, all pipelines together.
+void bm_pool_jobs(benchmark::State& state) {
+  const bool polled = state.range(0) != 0;
+  const auto pipelines = static_cast<int>(state.range(1));
+  const auto threads = static_cast<std::size_t>(state.range(2));
+  constexpr int per_pipeline = 2000;
+  instant_backend backend;
+  no_waits source;
+  cuawait::reactor_options ro;
+  ro.start_thread = false;
+  cuawait::completion_reactor reactor(source, ro);
+  cuawait::thread_pool pool(threads);
+  reactor.set_idle_waker(&wake_pool, &pool);
+  pool.set_idle_source(&reactor);
+  cuawait::batch_stats st;
+  {
+    engine_t e(backend,
+               cuawait::batch_options{.max_batch = 32, .max_wait = std::chrono::microseconds(5)},
+               polled ? &reactor : nullptr);
+    for (auto _ : state) {
+      std::vector<cuawait::task<void>> all;
+      all.reserve(static_cast<std::size_t>(pipelines));
+      for (int p = 0; p < pipelines; ++p) {
+        all.push_back(pipeline(pool, e, per_pipeline));
+      }
+      cuawait::sync_wait(cuawait::when_all(std::move(all)));
+    }
+    st = e.stats();
+  }
+  pool.set_idle_source(nullptr);
+  reactor.set_idle_waker(nullptr, nullptr);
+  pool.shutdown();
+  state.SetItemsProcessed(state.iterations() * pipelines * per_pipeline);
+  state.counters["mean_batch"] = st.mean_batch();
+  state.counters["per_job"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * pipelines * per_pipeline),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(bm_pool_jobs)
+    ->ArgNames({"polled", "pipelines", "threads"})
+    ->ArgsProduct({{0, 1}, {4, 64}, {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 } // namespace
 

@@ -323,6 +323,7 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
   }
   batch_stats st;
   std::uint64_t transfers = 0;
+  bool engine_thread = true;
   {
     cu::batcher<batched_job> batch(batch_shape{&ctx, stages ? &*stages : nullptr, &transfers}, opt,
                                    static_cast<std::size_t>(ctx.batch.streams));
@@ -339,21 +340,23 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
     rt.join_spawned();
     timer.stop();
     st = batch.stats();
-  } // the batcher's engine thread is joined here: `transfers` is final
-  std::fprintf(stderr,
-               "%s: max_batch %zu, wait %.1f us, in flight %zu, %d streams: %llu batches, mean "
-               "%.1f jobs (max %zu), %.2f merged transfers per batch each way; added latency "
-               "mean %.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us, of "
-               "which %.1f us back-pressure (max_in_flight batches on the GPU) and %.1f us "
-               "batching (max %.1f us)\n",
-               name, opt.max_batch, ctx.batch.wait_us, opt.max_in_flight, ctx.batch.streams,
-               static_cast<unsigned long long>(st.batches), st.mean_batch(), st.largest_batch,
-               st.batches == 0 ? 0.0
-                               : static_cast<double>(transfers) / static_cast<double>(st.batches),
-               st.mean_wait_us(), static_cast<double>(st.wait_ns_max) / 1e3,
-               static_cast<unsigned long long>(st.lone_jobs), st.mean_lone_wait_us(),
-               st.mean_lone_backpressure_us(), st.mean_lone_batching_us(),
-               static_cast<double>(st.lone_batching_ns_max) / 1e3);
+    engine_thread = batch.has_engine_thread();
+  } // the batcher's engine is done here: `transfers` is final
+  std::fprintf(
+      stderr,
+      "%s (%s): max_batch %zu, wait %.1f us, in flight %zu, %d streams: %llu batches, mean "
+      "%.1f jobs (max %zu), %.2f merged transfers per batch each way; added latency "
+      "mean %.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us, of "
+      "which %.1f us back-pressure (max_in_flight batches on the GPU) and %.1f us "
+      "batching (max %.1f us)\n",
+      name, engine_thread ? "engine thread" : "driven by the reactor's pollers", opt.max_batch,
+      ctx.batch.wait_us, opt.max_in_flight, ctx.batch.streams,
+      static_cast<unsigned long long>(st.batches), st.mean_batch(), st.largest_batch,
+      st.batches == 0 ? 0.0 : static_cast<double>(transfers) / static_cast<double>(st.batches),
+      st.mean_wait_us(), static_cast<double>(st.wait_ns_max) / 1e3,
+      static_cast<unsigned long long>(st.lone_jobs), st.mean_lone_wait_us(),
+      st.mean_lone_backpressure_us(), st.mean_lone_batching_us(),
+      static_cast<double>(st.lone_batching_ns_max) / 1e3);
 }
 
 void coro_graph_batched(mode_context& ctx, timed_region& timer) {

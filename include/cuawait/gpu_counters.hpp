@@ -20,12 +20,12 @@ struct batch_options {
   std::chrono::nanoseconds max_wait = std::chrono::microseconds(5);
   //! Batches submitted and not finished at most; more wait (back-pressure) (>= 1).
   std::size_t max_in_flight = 8;
-  //! Give the batcher a thread of its own that submits batches and watches them. Off (the
-  //! default): the threads that poll the device's completion reactor do it (the runtime's
-  //! idle workers and `run` loops) and a coroutine whose job fills a batch submits it
-  //! itself; a batcher made where no device context is current always gets its thread.
-  //! The environment variable `CUAWAIT_BATCH_THREAD=1` (or `0`) overrides this.
-  bool engine_thread = false;
+  //! Who submits batches and watches them. On (the default): a thread of the batcher's
+  //! own. Off: no thread; the threads that poll the device's completion reactor do it (the
+  //! runtime's idle workers and `run` loops), and a coroutine whose job fills a batch
+  //! submits it itself. A batcher made where no device context is current always gets its
+  //! thread. The environment variable `CUAWAIT_BATCH_THREAD=0` (or `1`) overrides this.
+  bool engine_thread = true;
 };
 
 //! What a batcher did. Waits are from a job's arrival to its batch's submission: the

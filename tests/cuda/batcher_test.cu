@@ -7,6 +7,8 @@
 #include "common/gpu.hpp"
 
 #include <cuawait/cuda/batcher.hpp>
+#include <cuawait/cuda/runtime.hpp>
+#include <cuawait/task.hpp>
 
 #include <gtest/gtest.h>
 
@@ -202,6 +204,48 @@ TEST(BatcherGpu, AnEnqueueErrorFailsEveryJobOfTheBatch) {
   done.wait();
   EXPECT_EQ(failures.load(), 3);
   EXPECT_EQ(b.stats().failed_batches, 1u);
+}
+
+cuawait::task<void> pool_job(cuawait::runtime& rt, cu::batcher<job>& b, job j,
+                             std::vector<int>& returned_ids, std::atomic<int>& on_pool) {
+  const job back = co_await b.submit(j);
+  returned_ids[static_cast<std::size_t>(j.id)] = back.id;
+  if (rt.pool().on_worker_thread()) {
+    ++on_pool;
+  }
+}
+
+// Without an engine thread: the runtime's workers submit and watch the batches.
+TEST(BatcherGpu, DrivenByTheRuntimesWorkersWithoutAThreadOfItsOwn) {
+  CUAWAIT_REQUIRE_GPU();
+  constexpr std::size_t jobs = 200;
+  slots sl(jobs);
+  const std::vector<float> expected = fill(sl, jobs);
+  shape sh;
+  std::vector<int> returned(jobs, -1);
+  std::atomic<int> on_pool{0};
+  {
+    cuawait::runtime rt(cuawait::runtime_options{.threads = 4});
+    cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 16,
+                                                            .max_wait = 20us,
+                                                            .max_in_flight = 4,
+                                                            .engine_thread = false});
+    for (std::size_t i = 0; i < jobs; ++i) {
+      rt.spawn(pool_job(rt, b, job{static_cast<int>(i), sl.h(i), sl.d(i)}, returned, on_pool));
+    }
+    rt.join_spawned();
+    const auto st = b.stats();
+    EXPECT_EQ(st.jobs, jobs);
+    EXPECT_EQ(st.failed_batches, 0u);
+    EXPECT_EQ(sh.batches.load(), st.batches);
+  }
+  EXPECT_EQ(on_pool.load(), static_cast<int>(jobs)); // each resumed on the pool
+  for (std::size_t i = 0; i < jobs; ++i) {
+    EXPECT_EQ(returned[i], static_cast<int>(i));
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(sl.host[i], expected[i]) << "float " << i << " of job " << i / floats_per_job;
+  }
 }
 
 TEST(BatcherGpu, BadOptionsAreRefused) {

@@ -31,17 +31,18 @@
 //! longer for company), or at `flush()`. `stats()` reports the batches and the latency
 //! batching added (overall and for jobs that went alone).
 //!
-//! Threads: none of its own inside a runtime. The batcher rides on the completion reactor of
-//! the device context current where it is made: the threads that poll that reactor for GPU
-//! work (the runtime's idle workers, `run` loops) also submit due batches and poll the
-//! batches' completion events, and a coroutine whose job fills a batch submits it on its
-//! own thread before it suspends. The enqueue function runs on those threads, one call at
-//! a time (serialised: no locking needed in it), with the batcher's device current. Each
-//! coroutine goes back to the executor it suspended on, those of one batch in bulk (one
-//! coroutine awaiting from a plain thread resumes on the thread that found its batch
-//! done). Made where no device context is current, or with `batch_options::engine_thread`,
-//! the batcher has one engine thread that does all of this; it spins while batches are
-//! pending or in flight, and sleeps when idle.
+//! Threads: by default one engine thread per batcher calls the enqueue function (so it
+//! runs on that thread, serialised: no locking needed in it), polls the batches'
+//! completion events, and hands each coroutine back to the executor it suspended on, those
+//! of one batch in bulk (a coroutine awaiting from a plain thread resumes on the engine
+//! thread). The engine thread spins while batches are pending or in flight, and sleeps when
+//! idle. With `batch_options::engine_thread = false` (or `CUAWAIT_BATCH_THREAD=0`) the
+//! batcher has no thread: it rides on the completion reactor of the device context current
+//! where it is made, so the threads that poll that reactor for GPU work (the runtime's idle
+//! workers, `run` loops) submit due batches and poll the finished ones, and a coroutine
+//! whose job fills a batch submits it on its own thread before it suspends (first
+//! resolving finished batches when `max_in_flight` are out). The enqueue function then
+//! runs on those threads, still one call at a time, with the batcher's device current.
 
 #include "cuawait/cuda/detail/batch_coalesce.hpp"
 #include "cuawait/cuda/detail/batch_engine.hpp"
@@ -127,6 +128,10 @@ public:
   //! Batches formed, jobs, and the latency batching added.
   [[nodiscard]] batch_stats stats() const { return m_engine.stats(); }
 
+  //! True when a thread of the batcher's own drives it; false when the threads polling
+  //! the device's completion reactor do (see `batch_options::engine_thread`).
+  [[nodiscard]] bool has_engine_thread() const noexcept { return !m_engine.polled(); }
+
 private:
   class backend {
   public:
@@ -154,8 +159,8 @@ private:
       }
     }
 
-    //! The reactor that drives the engine: the made-in context's, unless a thread of its
-    //! own is asked for (or there is no context).
+    //! The reactor that drives the engine: the made-in context's when no thread of its own
+    //! is asked for; nullptr (a thread) otherwise, or when there is no context.
     [[nodiscard]] completion_reactor* driver(const batch_options& o) const noexcept {
       bool thread = o.engine_thread;
       if (const char* v = std::getenv("CUAWAIT_BATCH_THREAD"); v != nullptr && *v != '\0') {

@@ -232,15 +232,23 @@ private:
 
   std::size_t companion_poll() noexcept override { return step(false); }
 
-  //! One round, on one thread at a time (others return 0 at once): submits the batches due
-  //! while there is room in flight and, unless `submit_only`, resolves the finished ones.
-  //! Returns the batches submitted plus the jobs resolved.
+  //! One round, on one thread at a time (others return 0 at once): resolves the finished
+  //! batches (with `submit_only`, only when `max_in_flight` are out, to make room), then
+  //! submits the batches due while there is room. Returns the jobs resolved plus the
+  //! batches submitted.
   std::size_t step(bool submit_only) noexcept {
     if (m_stepping.load(std::memory_order_relaxed) ||
         m_stepping.exchange(true, std::memory_order_acquire)) {
       return 0;
     }
     std::size_t n = 0;
+    const bool was_full = m_flying.size() >= m_options.max_in_flight;
+    if (!submit_only || was_full) {
+      n += poll(m_flying);
+      if (was_full && m_flying.size() < m_options.max_in_flight) {
+        m_room_since = now_ns();
+      }
+    }
     while (m_flying.size() < m_options.max_in_flight) {
       item* const head = take_due(m_jobs, m_room_since);
       if (head == nullptr) {
@@ -248,14 +256,6 @@ private:
       }
       submit(head, m_jobs, m_flying);
       ++n;
-    }
-    if (!submit_only) {
-      const bool was_full = m_flying.size() >= m_options.max_in_flight;
-      const std::size_t resolved = poll(m_flying);
-      if (was_full && m_flying.size() < m_options.max_in_flight) {
-        m_room_since = now_ns();
-      }
-      n += resolved;
     }
     m_stepping.store(false, std::memory_order_release);
     return n;
