@@ -137,6 +137,7 @@ public:
     it.arrived_ns = now_ns();
     bool wake = false;
     bool full = false;
+    bool first = false;
     {
       const std::lock_guard lock(m_mutex);
       it.next = nullptr;
@@ -145,12 +146,12 @@ public:
       ++m_pending;
       wake = m_sleeping;
       full = m_pending >= m_options.max_batch;
+      // Counted before any thread can take the job (and count it off when it finishes).
+      first = m_reactor != nullptr && m_outstanding.fetch_add(1, std::memory_order_acq_rel) == 0;
     }
-    if (m_reactor != nullptr) {
-      if (m_outstanding.fetch_add(1, std::memory_order_acq_rel) == 0) {
-        m_reactor->companion_work(+1);
-      }
-    } else if (wake) {
+    if (first) {
+      m_reactor->companion_work(+1);
+    } else if (wake && m_reactor == nullptr) {
       m_wake.notify_one();
     }
     return full;
