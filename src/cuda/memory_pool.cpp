@@ -25,55 +25,43 @@ std::uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   return value;
 }
 
-} // namespace
-
-device_memory_pool::device_memory_pool(device_memory_pool_options options)
-    : m_device(resolve_device(options.device)) {
+cudaMemPool_t create_pool(int device) {
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = m_device;
-  CUAWAIT_CUDA_CHECK("device_memory_pool: create", cudaMemPoolCreate(&m_pool, &props));
-  try {
-    set_release_threshold(options.release_threshold);
-  } catch (...) {
-    (void)try_check(cudaMemPoolDestroy(m_pool));
-    throw;
-  }
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  CUAWAIT_CUDA_CHECK("device_memory_pool: create", cudaMemPoolCreate(&pool, &props));
+  return pool;
 }
 
-device_memory_pool& device_memory_pool::operator=(device_memory_pool&& other) noexcept {
-  if (this != &other) {
-    this->~device_memory_pool();
-    m_pool = other.m_pool;
-    m_device = other.m_device;
-    other.m_pool = nullptr;
-  }
-  return *this;
-}
+} // namespace
 
-device_memory_pool::~device_memory_pool() {
-  if (m_pool != nullptr) {
-    check_noexcept("device_memory_pool: destroy", cudaMemPoolDestroy(m_pool), "cudaMemPoolDestroy");
-    m_pool = nullptr;
-  }
+device_memory_pool::device_memory_pool(std::in_place_t /*tag*/, int device)
+    : owner(create_pool(device)), m_device(device) {}
+
+// Delegating: the owner holds the pool once the constructor above returns, so a failing
+// threshold below destroys it.
+device_memory_pool::device_memory_pool(device_memory_pool_options options)
+    : device_memory_pool(std::in_place, resolve_device(options.device)) {
+  set_release_threshold(options.release_threshold);
 }
 
 void device_memory_pool::set_release_threshold(std::uint64_t bytes) {
   CUAWAIT_CUDA_CHECK("device_memory_pool: set release threshold",
-                     cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold, &bytes));
+                     cudaMemPoolSetAttribute(get(), cudaMemPoolAttrReleaseThreshold, &bytes));
 }
 
 std::uint64_t device_memory_pool::reserved_bytes() const {
-  return pool_attribute(m_pool, cudaMemPoolAttrReservedMemCurrent);
+  return pool_attribute(get(), cudaMemPoolAttrReservedMemCurrent);
 }
 
 std::uint64_t device_memory_pool::used_bytes() const {
-  return pool_attribute(m_pool, cudaMemPoolAttrUsedMemCurrent);
+  return pool_attribute(get(), cudaMemPoolAttrUsedMemCurrent);
 }
 
 void device_memory_pool::trim_to(std::size_t keep_bytes) {
-  CUAWAIT_CUDA_CHECK("device_memory_pool: trim", cudaMemPoolTrimTo(m_pool, keep_bytes));
+  CUAWAIT_CUDA_CHECK("device_memory_pool: trim", cudaMemPoolTrimTo(get(), keep_bytes));
 }
 
 } // namespace cuawait::cuda

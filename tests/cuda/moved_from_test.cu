@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Use after move: a moved-from stream, event, graph, graph_exec or stream lease (and a view
+// Use after move: a moved-from stream, event, graph, graph_exec, device memory pool or stream
+// lease (and a view
 // copied from one) refuses every use with a cuda_error naming the handle, before any CUDA
 // call, and nothing runs anywhere (in particular not on the legacy default stream); the
 // moved-into handles work.
 
 #include "common/gpu.hpp"
 
+#include <cuawait/cuda/device_buffer.hpp>
 #include <cuawait/cuda/event.hpp>
 #include <cuawait/cuda/graph.hpp>
 #include <cuawait/cuda/graph_exec.hpp>
+#include <cuawait/cuda/memory_pool.hpp>
 #include <cuawait/cuda/operation.hpp>
 #include <cuawait/cuda/stream.hpp>
 #include <cuawait/cuda/stream_pool.hpp>
@@ -63,6 +66,7 @@ constexpr const char* moved_lease = "use of a moved-from cuda::stream_lease";
 constexpr const char* moved_event = "use of a moved-from cuda::event";
 constexpr const char* moved_graph = "use of a moved-from cuda::graph";
 constexpr const char* moved_exec = "use of a moved-from cuda::graph_exec";
+constexpr const char* moved_pool = "use of a moved-from cuda::device_memory_pool";
 
 //! Every operation of `s` must be refused as `expected`, and none may reach the GPU.
 void expect_every_operation_refused(cu::stream_ref s, const char* expected) {
@@ -193,6 +197,43 @@ TEST_F(MovedFromTest, AMovedFromEventRefusesEveryUse) {
   s.record(from);
   from.sync();
   EXPECT_EQ(counter.value(), 1);
+}
+
+// A moved-from pool refuses to allocate (no buffer comes out of a null pool) and to report;
+// the moved-into pool allocates on the same device, and a pool move-assigned into the
+// moved-from one works too.
+TEST_F(MovedFromTest, AMovedFromMemoryPoolRefusesEveryUseAndTheMovedIntoOneAllocates) {
+  const cu::stream s;
+  cu::device_memory_pool from;
+  const int device = from.device();
+  cu::device_memory_pool to(std::move(from));
+  EXPECT_FALSE(
+      from.owns_handle()); // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_TRUE(to.owns_handle());
+  EXPECT_EQ(to.device(), device);
+  EXPECT_EQ(refusal([&] { return from.get(); }), moved_pool);
+  EXPECT_EQ(refusal([&] { return cu::device_buffer<int>(16, s, from); }), moved_pool);
+  EXPECT_EQ(refusal([&] { return from.reserved_bytes(); }), moved_pool);
+  EXPECT_EQ(refusal([&] { return from.used_bytes(); }), moved_pool);
+  EXPECT_EQ(refusal([&] {
+              from.trim_to(0);
+              return 0;
+            }),
+            moved_pool);
+  EXPECT_EQ(refusal([&] {
+              from.set_release_threshold(0);
+              return 0;
+            }),
+            moved_pool);
+  {
+    const cu::device_buffer<int> b(16, s, to);
+    EXPECT_NE(b.data(), nullptr);
+    EXPECT_GE(to.used_bytes(), 16 * sizeof(int));
+  }
+  from = cu::device_memory_pool{};
+  const cu::device_buffer<int> again(16, s, from);
+  EXPECT_NE(again.data(), nullptr);
+  s.sync();
 }
 
 TEST_F(MovedFromTest, AMovedFromGraphRefusesEveryUse) {

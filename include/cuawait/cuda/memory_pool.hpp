@@ -6,7 +6,12 @@
 //! device allocations (`device_buffer`). Its release threshold decides how much freed
 //! memory the pool keeps when a stream synchronizes instead of returning it to the OS; the
 //! default keeps everything, so steady-state allocation is a cheap reuse.
+//!
+//! The pool is owned through `detail::unique_handle` like streams and events: a move leaves
+//! the source moved-from, and using it (allocating from it, reading an attribute) throws
+//! `cuda_error` "use of a moved-from cuda::device_memory_pool" before any CUDA call.
 
+#include "cuawait/cuda/detail/unique_handle.hpp"
 #include "cuawait/cuda/error.hpp"
 
 #include <cuda_runtime_api.h>
@@ -14,8 +19,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace cuawait::cuda {
+
+namespace detail {
+//! The owner traits of `device_memory_pool` (see unique_handle.hpp).
+struct memory_pool_traits : handle_holder_access {
+  using handle_type = cudaMemPool_t;
+  using base_type = handle_holder<cudaMemPool_t>;
+  static cudaMemPool_t moved_from() noexcept { return sentinel_handle<cudaMemPool_t>(); }
+  static bool is_moved_from(cudaMemPool_t p) noexcept { return is_sentinel_handle(p); }
+  static void destroy(cudaMemPool_t p) noexcept {
+    check_noexcept("device_memory_pool: destroy", cudaMemPoolDestroy(p), "cudaMemPoolDestroy");
+  }
+  [[noreturn]] static void throw_moved_from(cudaMemPool_t /*p*/, std::source_location where) {
+    throw cuda_error::moved_from("cuda::device_memory_pool", where);
+  }
+};
+} // namespace detail
 
 //! How a `device_memory_pool` is created.
 struct device_memory_pool_options {
@@ -31,19 +53,18 @@ struct device_memory_pool_options {
 //!
 //! Lifetime: destroying a pool with allocations outstanding is allowed; CUDA releases it
 //! once they are freed. The destructor never throws.
-class device_memory_pool {
+class device_memory_pool : public detail::unique_handle<detail::memory_pool_traits> {
+  using owner = detail::unique_handle<detail::memory_pool_traits>;
+
 public:
   //! Creates a pool on `options.device`.
   //! @throws cuda_error
   explicit device_memory_pool(device_memory_pool_options options = {});
-  device_memory_pool(device_memory_pool&& other) noexcept
-      : m_pool(other.m_pool), m_device(other.m_device) {
-    other.m_pool = nullptr;
-  }
-  device_memory_pool& operator=(device_memory_pool&& other) noexcept;
-  device_memory_pool(const device_memory_pool&) = delete;
-  device_memory_pool& operator=(const device_memory_pool&) = delete;
-  ~device_memory_pool();
+  //! Moves the pool; `other` is left moved-from (see the file comment).
+  device_memory_pool(device_memory_pool&& other) noexcept = default;
+  //! Destroys this pool, then takes `other`'s; `other` is left moved-from.
+  device_memory_pool& operator=(device_memory_pool&& other) noexcept = default;
+  ~device_memory_pool() = default;
 
   //! The pool of the calling thread's device context (`current_context().memory()`), the
   //! one a `device_buffer` uses when given none.
@@ -51,7 +72,8 @@ public:
   [[nodiscard]] static device_memory_pool& current();
 
   //! The native handle.
-  [[nodiscard]] cudaMemPool_t get() const noexcept { return m_pool; }
+  //! @throws cuda_error ("use of a moved-from cuda::device_memory_pool") when moved from.
+  [[nodiscard]] cudaMemPool_t get() const { return checked_handle(); }
   //! The device the pool allocates on.
   [[nodiscard]] int device() const noexcept { return m_device; }
 
@@ -70,7 +92,9 @@ public:
   void trim_to(std::size_t keep_bytes);
 
 private:
-  cudaMemPool_t m_pool = nullptr;
+  //! Creates the pool on `device` (an ordinal) with CUDA's default threshold.
+  device_memory_pool(std::in_place_t, int device);
+
   int m_device = 0;
 };
 
