@@ -15,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -137,6 +138,92 @@ void bm_pool_jobs(benchmark::State& state) {
 BENCHMARK(bm_pool_jobs)
     ->ArgNames({"polled", "pipelines", "threads"})
     ->ArgsProduct({{0, 1}, {4, 64}, {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+//! A GPU stand-in that runs one batch at a time: a batch finishes `fixed_ns + per_job_ns * n`
+//! after the later of its submission and the previous batch's end (8 µs + 1.3 µs per job,
+//! about a 64 KiB job's PCIe time on the H200 plus a launch).
+struct timed_backend {
+  using job_type = int;
+  struct ticket {
+    std::uint64_t ready_ns;
+  };
+  static std::uint64_t now_ns() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+  void thread_init() {}
+  ticket submit(std::span<int* const> jobs) {
+    const std::uint64_t start = std::max(now_ns(), busy_until);
+    busy_until = start + fixed_ns + per_job_ns * jobs.size();
+    return {busy_until};
+  }
+  bool done(ticket& t) { return now_ns() >= t.ready_ns; }
+  static constexpr std::uint64_t fixed_ns = 8'000;
+  static constexpr std::uint64_t per_job_ns = 1'300;
+  std::uint64_t busy_until = 0; // submit runs on one thread at a time
+};
+
+using timed_engine_t = cuawait::cuda::detail::batch_engine<timed_backend>;
+using timed_awaiter_t = cuawait::cuda::detail::batch_awaiter<timed_backend>;
+
+cuawait::task<void> timed_pipeline(cuawait::thread_pool& pool, timed_engine_t& e, int jobs) {
+  co_await pool.schedule();
+  for (int i = 0; i < jobs; ++i) {
+    benchmark::DoNotOptimize(co_await timed_awaiter_t(e, i));
+  }
+}
+
+//! Jobs on a GPU stand-in with a cost per batch and per job (`timed_backend`), waiting for
+//! company (`max_wait` 20 µs) or going at once when none of the batcher's batches is in
+//! flight (idle 1: `submit_when_idle`). Time per job, all pipelines together; `floor` is the
+//! stand-in's per-job time with every batch full.
+void bm_gpu_standin(benchmark::State& state) {
+  const bool idle = state.range(0) != 0;
+  const bool polled = state.range(1) != 0;
+  const auto pipelines = static_cast<int>(state.range(2));
+  constexpr int per_pipeline = 1000;
+  timed_backend backend;
+  no_waits source;
+  cuawait::reactor_options ro;
+  ro.start_thread = false;
+  cuawait::completion_reactor reactor(source, ro);
+  cuawait::thread_pool pool(2);
+  reactor.set_idle_waker(&wake_pool, &pool);
+  pool.set_idle_source(&reactor);
+  cuawait::batch_stats st;
+  {
+    timed_engine_t e(backend,
+                     cuawait::batch_options{.max_batch = 32,
+                                            .max_wait = std::chrono::microseconds(20),
+                                            .submit_when_idle = idle},
+                     polled ? &reactor : nullptr);
+    for (auto _ : state) {
+      std::vector<cuawait::task<void>> all;
+      all.reserve(static_cast<std::size_t>(pipelines));
+      for (int p = 0; p < pipelines; ++p) {
+        all.push_back(timed_pipeline(pool, e, per_pipeline));
+      }
+      cuawait::sync_wait(cuawait::when_all(std::move(all)));
+    }
+    st = e.stats();
+  }
+  pool.set_idle_source(nullptr);
+  reactor.set_idle_waker(nullptr, nullptr);
+  pool.shutdown();
+  state.counters["mean_batch"] = st.mean_batch();
+  state.counters["wait_us"] = st.mean_wait_us();
+  state.counters["per_job"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * pipelines * per_pipeline),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["floor_us"] =
+      static_cast<double>(timed_backend::fixed_ns / 32 + timed_backend::per_job_ns) / 1e3;
+}
+BENCHMARK(bm_gpu_standin)
+    ->ArgNames({"idle", "polled", "pipelines"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 4, 16, 64}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

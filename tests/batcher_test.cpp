@@ -136,7 +136,7 @@ TEST(Batcher, AFullBatchIsOneSubmissionAndEachJobGetsItsOwnResult) {
   std::vector<outcome> out(8);
   std::latch done(8);
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false});
     for (int i = 0; i < 8; ++i) {
       submit(e, i, out[i], done);
     }
@@ -158,7 +158,7 @@ TEST(Batcher, ALoneJobGoesAloneAfterMaxWaitAndItsWaitIsMeasured) {
   fake_backend b;
   outcome out;
   std::latch done(1);
-  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 2ms});
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 2ms, .submit_when_idle = false});
   submit(e, 7, out, done);
   done.wait();
   EXPECT_EQ(out.value, 1007);
@@ -177,6 +177,37 @@ TEST(Batcher, ALoneJobGoesAloneAfterMaxWaitAndItsWaitIsMeasured) {
   EXPECT_DOUBLE_EQ(s.mean_lone_batching_us(), s.mean_lone_wait_us());
 }
 
+// With submit_when_idle a job that finds nothing of the batcher on the GPU goes at once (max_wait
+// is an hour here), and the jobs that come while its batch runs form the next batch together.
+TEST(Batcher, WhenIdleALoneJobGoesAtOnceAndThoseThatComeWhileItRunsGoTogether) {
+  fake_backend b;
+  b.auto_complete = false;
+  std::vector<outcome> out(4);
+  std::latch done(4);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = true});
+    submit(e, 0, out[0], done);
+    b.wait_for_batches(1); // only the idle rule can send it before an hour
+    for (int i = 1; i < 4; ++i) {
+      submit(e, i, out[i], done); // queued before this returns; job 0's batch is in flight
+    }
+    EXPECT_EQ(b.sizes(), std::vector<std::size_t>{1}) << "a job went while a batch was in flight";
+    b.release(0);
+    b.wait_for_batches(2);
+    b.release(1);
+    done.wait();
+    EXPECT_EQ(b.sizes(), (std::vector<std::size_t>{1, 3}));
+    const auto s = e.stats();
+    EXPECT_EQ(s.batches, 2u);
+    EXPECT_EQ(s.idle_batches, 2u);
+    EXPECT_EQ(s.timed_batches + s.full_batches + s.forced_batches, 0u);
+    EXPECT_EQ(s.lone_jobs, 1u);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+  }
+}
+
 // A lone job that is ready while max_in_flight batches are on the GPU waits for room; that
 // wait is reported as back-pressure, apart from what batching cost it.
 TEST(Batcher, WaitingForRoomIsCountedAsBackPressureNotBatching) {
@@ -185,7 +216,9 @@ TEST(Batcher, WaitingForRoomIsCountedAsBackPressureNotBatching) {
   std::vector<outcome> out(2);
   std::latch done(2);
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 0ns, .max_in_flight = 1});
+    engine_t e(b,
+               batch_options{
+                   .max_batch = 8, .max_wait = 0ns, .max_in_flight = 1, .submit_when_idle = false});
     submit(e, 1, out[0], done);
     b.wait_for_batches(1); // job 1 is in flight and fills the only slot
     submit(e, 2, out[1], done);
@@ -212,7 +245,7 @@ TEST(Batcher, BatchesNeverExceedMaxBatchAndFlushSendsTheRest) {
   fake_backend b;
   std::vector<outcome> out(20);
   std::latch done(20);
-  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false});
   for (int i = 0; i < 20; ++i) {
     submit(e, i, out[i], done);
   }
@@ -232,7 +265,7 @@ TEST(Batcher, EachCoroutineResumesWhenItsOwnBatchIsDone) {
   b.auto_complete = false;
   std::vector<outcome> first(4), second(4);
   std::latch first_done(4), second_done(4);
-  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h, .submit_when_idle = false});
   for (int i = 0; i < 4; ++i) {
     submit(e, i, first[i], first_done);
   }
@@ -258,7 +291,7 @@ TEST(Batcher, AFailedSubmissionFailsEveryJobOfTheBatch) {
   b.fail_submit = true;
   std::vector<outcome> out(3);
   std::latch done(3);
-  engine_t e(b, batch_options{.max_batch = 3, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 3, .max_wait = 1h, .submit_when_idle = false});
   for (int i = 0; i < 3; ++i) {
     submit(e, i, out[i], done);
   }
@@ -274,7 +307,7 @@ TEST(Batcher, AFailedBatchFailsEveryJobOfIt) {
   b.fail_done = true;
   std::vector<outcome> out(2);
   std::latch done(2);
-  engine_t e(b, batch_options{.max_batch = 2, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 2, .max_wait = 1h, .submit_when_idle = false});
   submit(e, 1, out[0], done);
   submit(e, 2, out[1], done);
   done.wait();
@@ -288,7 +321,7 @@ TEST(Batcher, ShutdownSubmitsPendingJobsAndWaitsForThem) {
   std::vector<outcome> out(3);
   std::latch done(3);
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false});
     for (int i = 0; i < 3; ++i) {
       submit(e, i, out[i], done);
     }
@@ -301,8 +334,10 @@ TEST(Batcher, ShutdownSubmitsPendingJobsAndWaitsForThem) {
 
 TEST(Batcher, InvalidOptionsAreRefused) {
   fake_backend b;
-  EXPECT_THROW(engine_t(b, batch_options{.max_batch = 0}), std::invalid_argument);
-  EXPECT_THROW(engine_t(b, batch_options{.max_in_flight = 0}), std::invalid_argument);
+  EXPECT_THROW(engine_t(b, batch_options{.max_batch = 0, .submit_when_idle = false}),
+               std::invalid_argument);
+  EXPECT_THROW(engine_t(b, batch_options{.max_in_flight = 0, .submit_when_idle = false}),
+               std::invalid_argument);
 }
 
 //! Collects posted coroutines; the test resumes them on its own thread.
@@ -338,7 +373,7 @@ TEST(Batcher, ResumesOnTheExecutorTheCoroutineSuspendedOn) {
   manual_executor ex;
   outcome out;
   std::latch done(1);
-  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h, .submit_when_idle = false});
   {
     const cuawait::executor_scope scope(&ex, cuawait::priority::high);
     submit(e, 5, out, done);
@@ -378,7 +413,7 @@ TEST(BatcherCancel, AStopWhileQueuedWithdrawsTheJobAndResumesAtOnce) {
   cancellable_outcome kept, dropped;
   std::stop_source stop;
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h});
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false});
     submit_cancellable(e, 1, {}, kept, finished);
     submit_cancellable(e, 2, stop.get_token(), dropped, finished);
     stop.request_stop();
@@ -401,7 +436,7 @@ TEST(BatcherCancel, AStoppedTokenQueuesNothing) {
   std::stop_source stop;
   stop.request_stop();
   {
-    engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+    engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h, .submit_when_idle = false});
     submit_cancellable(e, 1, stop.get_token(), out, finished);
     EXPECT_TRUE(out.cancelled);
   }
@@ -414,7 +449,7 @@ TEST(BatcherCancel, AfterSubmissionAStopWaitsForTheBatch) {
   std::atomic<int> finished{0};
   cancellable_outcome out;
   std::stop_source stop;
-  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h, .submit_when_idle = false});
   submit_cancellable(e, 3, stop.get_token(), out, finished);
   b.wait_for_batches(1);
   stop.request_stop();
@@ -434,7 +469,7 @@ TEST(BatcherCancel, ThousandRacesOfStopAgainstSubmission) {
   std::atomic<int> finished{0};
   int submitted = 0, cancelled = 0;
   std::mt19937 rng(5);
-  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h});
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h, .submit_when_idle = false});
   for (int i = 0; i < 1000; ++i) {
     cancellable_outcome out;
     std::stop_source stop;
@@ -467,13 +502,19 @@ TEST(BatcherCancel, ThousandRacesOfStopAgainstSubmission) {
   EXPECT_EQ(submitted + cancelled, 1000);
 }
 
-TEST(Batcher, StressManyThreadsSubmitting) {
+// Both ways a partial batch may go early: only after max_wait, and also when none is in flight.
+class BatcherStress : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BatcherStress, ManyThreadsSubmitting) {
   constexpr int threads = 8;
   constexpr int per_thread = 2000;
   fake_backend b;
   std::vector<outcome> out(threads * per_thread);
   std::latch done(threads * per_thread);
-  engine_t e(b, batch_options{.max_batch = 16, .max_wait = 20us, .max_in_flight = 4});
+  engine_t e(b, batch_options{.max_batch = 16,
+                              .max_wait = 20us,
+                              .max_in_flight = 4,
+                              .submit_when_idle = GetParam()});
   std::vector<std::jthread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -490,8 +531,13 @@ TEST(Batcher, StressManyThreadsSubmitting) {
   const auto s = e.stats();
   EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(threads * per_thread));
   EXPECT_LE(s.largest_batch, 16u);
-  EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+  EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches + s.idle_batches, s.batches);
+  if (!GetParam()) {
+    EXPECT_EQ(s.idle_batches, 0u);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(WaitForCompanyOrGoWhenIdle, BatcherStress, ::testing::Bool());
 
 // --- driven by a completion reactor: no thread of its own ---------------------------------
 
@@ -549,7 +595,8 @@ TEST(BatcherPolled, FullBatchesGoFromTheSubmittingThreadsAndResumeOnThePool) {
   std::set<std::thread::id> ids{std::this_thread::get_id()};
   std::latch done(jobs);
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false},
+               &rig.reactor);
     EXPECT_TRUE(e.polled());
     for (int i = 0; i < jobs; ++i) {
       submit_from_pool(rig, e, i, out[i], ids_mutex, ids, done);
@@ -580,7 +627,8 @@ TEST(BatcherPolled, ALoneJobGoesWhenItsWaitIsOverFoundByAnIdleWorker) {
   std::mutex ids_mutex;
   std::set<std::thread::id> ids;
   std::latch done(1);
-  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 200us}, &rig.reactor);
+  engine_t e(b, batch_options{.max_batch = 8, .max_wait = 200us, .submit_when_idle = false},
+             &rig.reactor);
   submit_from_pool(rig, e, 7, out, ids_mutex, ids, done);
   done.wait(); // nobody flushes: an idle worker's poll must find the batch due
   EXPECT_EQ(out.value, 1007);
@@ -588,6 +636,41 @@ TEST(BatcherPolled, ALoneJobGoesWhenItsWaitIsOverFoundByAnIdleWorker) {
   EXPECT_EQ(s.timed_batches, 1u);
   EXPECT_EQ(s.lone_jobs, 1u);
   EXPECT_GE(s.lone_wait_ns_max, 200'000u); // it did wait for company first
+}
+
+// Driven by the reactor, the idle rule submits on the submitting thread itself (max_wait is an
+// hour and nothing flushes), and an idle worker that resolves the running batch sends the
+// jobs that came meanwhile as one batch.
+TEST(BatcherPolled, WhenIdleTheSubmittingThreadSendsALoneJobAndAPollerSendsTheNextBatch) {
+  polled_rig rig(2);
+  fake_backend b;
+  b.auto_complete = false;
+  std::vector<outcome> out(4);
+  std::latch done(4);
+  {
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = true},
+               &rig.reactor);
+    submit(e, 0, out[0], done);
+    EXPECT_EQ(b.sizes(), std::vector<std::size_t>{1}) << "not sent by the submitting thread";
+    {
+      const std::lock_guard lock(b.mutex);
+      EXPECT_TRUE(b.threads.contains(std::this_thread::get_id()));
+    }
+    for (int i = 1; i < 4; ++i) {
+      submit(e, i, out[i], done);
+    }
+    EXPECT_EQ(b.sizes(), std::vector<std::size_t>{1}) << "a job went while a batch was in flight";
+    b.release(0); // no wake-up: the workers polling the reactor must find it
+    b.wait_for_batches(2);
+    b.release(1);
+    done.wait();
+    EXPECT_EQ(b.sizes(), (std::vector<std::size_t>{1, 3}));
+    EXPECT_EQ(e.stats().idle_batches, 2u);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[i].value, 1000 + i);
+  }
+  EXPECT_FALSE(rig.reactor.idle_pending()) << "the engine left its work counted";
 }
 
 TEST(BatcherPolled, ABatchStillRunningKeepsTheWorkersPolling) {
@@ -598,7 +681,8 @@ TEST(BatcherPolled, ABatchStillRunningKeepsTheWorkersPolling) {
   std::mutex ids_mutex;
   std::set<std::thread::id> ids;
   std::latch done(1);
-  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h}, &rig.reactor);
+  engine_t e(b, batch_options{.max_batch = 1, .max_wait = 1h, .submit_when_idle = false},
+             &rig.reactor);
   submit_from_pool(rig, e, 4, out, ids_mutex, ids, done);
   b.wait_for_batches(1);
   EXPECT_TRUE(rig.reactor.idle_pending()); // the batch in flight counts as pending work
@@ -614,7 +698,8 @@ TEST(BatcherPolled, TheDestructorSubmitsWhatIsQueuedAndResumesIt) {
   std::vector<outcome> out(3);
   std::latch done(3);
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false},
+               &rig.reactor);
     for (int i = 0; i < 3; ++i) {
       submit(e, i, out[i], done); // from this plain thread: resumed by whoever finds it
     }
@@ -634,7 +719,8 @@ TEST(BatcherPolled, AWithdrawnJobLeavesNoWorkCounted) {
   cancellable_outcome out;
   std::stop_source stop;
   {
-    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h}, &rig.reactor);
+    engine_t e(b, batch_options{.max_batch = 8, .max_wait = 1h, .submit_when_idle = false},
+               &rig.reactor);
     submit_cancellable(e, 1, stop.get_token(), out, finished);
     EXPECT_TRUE(rig.reactor.idle_pending());
     stop.request_stop();
@@ -650,7 +736,8 @@ TEST(BatcherPolled, AFailedSubmissionResumesEveryJobOfItsBatchWithTheError) {
   b.fail_submit = true;
   std::vector<outcome> out(4);
   std::latch done(4);
-  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h}, &rig.reactor);
+  engine_t e(b, batch_options{.max_batch = 4, .max_wait = 1h, .submit_when_idle = false},
+             &rig.reactor);
   for (int i = 0; i < 4; ++i) {
     submit(e, i, out[i], done);
   }
@@ -663,7 +750,9 @@ TEST(BatcherPolled, AFailedSubmissionResumesEveryJobOfItsBatchWithTheError) {
 
 // Pool coroutines and plain threads submitting at once, batches finishing on the pollers:
 // every job comes back once, processed (also run under TSan).
-TEST(BatcherPolled, StressPoolAndPlainThreadsSubmitting) {
+class BatcherPolledStress : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BatcherPolledStress, PoolAndPlainThreadsSubmitting) {
   polled_rig rig(4);
   fake_backend b;
   constexpr int threads = 4;
@@ -675,8 +764,11 @@ TEST(BatcherPolled, StressPoolAndPlainThreadsSubmitting) {
   std::set<std::thread::id> ids;
   std::latch done(total);
   {
-    engine_t e(b, batch_options{.max_batch = 16, .max_wait = 20us, .max_in_flight = 4},
-               &rig.reactor);
+    engine_t e(
+        b,
+        batch_options{
+            .max_batch = 16, .max_wait = 20us, .max_in_flight = 4, .submit_when_idle = GetParam()},
+        &rig.reactor);
     std::vector<std::jthread> submitters;
     for (int t = 0; t < threads; ++t) {
       submitters.emplace_back([&, t] {
@@ -691,7 +783,7 @@ TEST(BatcherPolled, StressPoolAndPlainThreadsSubmitting) {
     const auto s = e.stats();
     EXPECT_EQ(s.jobs, static_cast<std::uint64_t>(total));
     EXPECT_LE(s.largest_batch, 16u);
-    EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches, s.batches);
+    EXPECT_EQ(s.full_batches + s.timed_batches + s.forced_batches + s.idle_batches, s.batches);
   }
   for (int j = 0; j < threads * per_thread; ++j) {
     ASSERT_EQ(plain[j].value, 1000 + j);
@@ -700,6 +792,8 @@ TEST(BatcherPolled, StressPoolAndPlainThreadsSubmitting) {
   EXPECT_EQ(b.overlaps.load(), 0);
   EXPECT_FALSE(rig.reactor.idle_pending());
 }
+
+INSTANTIATE_TEST_SUITE_P(WaitForCompanyOrGoWhenIdle, BatcherPolledStress, ::testing::Bool());
 
 // --- merging adjacent copies -----------------------------------------------------------
 

@@ -229,8 +229,27 @@ TEST(DoctorRules, BatchesGoingOutHalfEmpty) {
   const auto* f = r.find(doctor_rule::batches_underfilled);
   ASSERT_NE(f, nullptr) << r;
   EXPECT_NE(f->advice.find("12% full"), std::string::npos) << f->advice;
+  EXPECT_EQ(f->severity, doctor_severity::warning);
   s.batchers[0].stats.jobs = 3000;
   EXPECT_TRUE(doctor{}.examine(s).clean());
+}
+
+// Batches that went at once because the GPU had none of them are small because the jobs come
+// slowly: worth knowing, not a fault, and raising max_wait would not help.
+TEST(DoctorRules, HalfEmptyBatchesSentToAnIdleGpuAreOnlyInformation) {
+  auto s = healthy();
+  ca::batch_stats b;
+  b.batches = 100;
+  b.jobs = 150;
+  b.idle_batches = 80;
+  b.timed_batches = 20;
+  s.batchers.push_back({"small copies", b, 32});
+  auto r = doctor{}.examine(s);
+  const auto* f = r.find(doctor_rule::batches_underfilled);
+  ASSERT_NE(f, nullptr) << r;
+  EXPECT_EQ(f->severity, doctor_severity::info);
+  EXPECT_NE(f->advice.find("80% of them at once"), std::string::npos) << f->advice;
+  EXPECT_EQ(f->advice.find("raise batch_options::max_wait"), std::string::npos) << f->advice;
 }
 
 TEST(DoctorRules, FailuresComeFirstAndTheReportPrintsEachFindingWithItsEvidence) {

@@ -344,14 +344,17 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
   } // the batcher's engine is done here: `transfers` is final
   std::fprintf(
       stderr,
-      "%s (%s): max_batch %zu, wait %.1f us, in flight %zu, %d streams: %llu batches, mean "
-      "%.1f jobs (max %zu), %.2f merged transfers per batch each way; added latency "
+      "%s (%s): max_batch %zu, wait %.1f us, in flight %zu, %d streams: %llu batches (%llu "
+      "full, %llu timed, %llu at once with none in flight), mean %.1f jobs (max %zu), %.2f merged "
+      "transfers per batch each way; added latency "
       "mean %.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us, of "
       "which %.1f us back-pressure (max_in_flight batches on the GPU) and %.1f us "
       "batching (max %.1f us)\n",
       name, engine_thread ? "engine thread" : "driven by the reactor's pollers", opt.max_batch,
       ctx.batch.wait_us, opt.max_in_flight, ctx.batch.streams,
-      static_cast<unsigned long long>(st.batches), st.mean_batch(), st.largest_batch,
+      static_cast<unsigned long long>(st.batches), static_cast<unsigned long long>(st.full_batches),
+      static_cast<unsigned long long>(st.timed_batches),
+      static_cast<unsigned long long>(st.idle_batches), st.mean_batch(), st.largest_batch,
       st.batches == 0 ? 0.0 : static_cast<double>(transfers) / static_cast<double>(st.batches),
       st.mean_wait_us(), static_cast<double>(st.wait_ns_max) / 1e3,
       static_cast<unsigned long long>(st.lone_jobs), st.mean_lone_wait_us(),

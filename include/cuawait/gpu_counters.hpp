@@ -26,6 +26,13 @@ struct batch_options {
   //! submits it itself. A batcher made where no device context is current always gets its
   //! thread. The environment variable `CUAWAIT_BATCH_THREAD=0` (or `1`) overrides this.
   bool engine_thread = true;
+  //! A partial batch goes at once when none of this batcher's batches is on the GPU,
+  //! instead of waiting `max_wait` for company: the GPU would sit idle meanwhile, and the
+  //! jobs that come while it runs form the next batch. Under load (a batch always in
+  //! flight) nothing changes. Off: a partial batch always waits `max_wait` (batches as
+  //! large as the arrival rate allows, at the cost of latency when the GPU is idle). The
+  //! environment variable `CUAWAIT_BATCH_IDLE=0` (or `1`) overrides this.
+  bool submit_when_idle = true;
 };
 
 //! What a batcher did. Waits are from a job's arrival to its batch's submission: the
@@ -39,6 +46,7 @@ struct batch_stats {
   std::uint64_t full_batches = 0;   //!< submitted because they reached `max_batch`
   std::uint64_t timed_batches = 0;  //!< submitted because the oldest job waited `max_wait`
   std::uint64_t forced_batches = 0; //!< submitted by `flush()` or shutdown
+  std::uint64_t idle_batches = 0;   //!< submitted early: none in flight (`submit_when_idle`)
   std::uint64_t lone_jobs = 0;      //!< batches of a single job
   std::uint64_t failed_batches = 0; //!< batches whose submission or work failed
   std::size_t largest_batch = 0;

@@ -277,12 +277,21 @@ private:
       if (fill >= m_t.batch_fill) {
         continue;
       }
-      add(doctor_rule::batches_underfilled, doctor_severity::warning,
-          format("batcher '%s': batches went out %.0f%% full on average (%.1f of %zu jobs; "
-                 "%.0f%% left on max_wait): raise batch_options::max_wait, lower max_batch, or "
-                 "submit these jobs without a batcher",
-                 b.name.c_str(), 100.0 * fill, st.mean_batch(), b.max_batch,
-                 pct(num(st.timed_batches), num(st.batches))),
+      // Most went at once because none of the batcher's batches was on the GPU: the jobs come
+      // slower than the GPU runs them, so waiting for company would only add latency.
+      const bool idle = 2 * st.idle_batches >= st.batches;
+      add(doctor_rule::batches_underfilled, idle ? doctor_severity::info : doctor_severity::warning,
+          idle ? format("batcher '%s': batches went out %.0f%% full on average (%.1f of %zu jobs), "
+                        "%.0f%% of them at once because none was on the GPU: the jobs come "
+                        "slower than the GPU runs them, so batching costs them no latency and "
+                        "saves little; submit them without a batcher if that is the usual load",
+                        b.name.c_str(), 100.0 * fill, st.mean_batch(), b.max_batch,
+                        pct(num(st.idle_batches), num(st.batches)))
+               : format("batcher '%s': batches went out %.0f%% full on average (%.1f of %zu "
+                        "jobs; %.0f%% left on max_wait): raise batch_options::max_wait, lower "
+                        "max_batch, or submit these jobs without a batcher",
+                        b.name.c_str(), 100.0 * fill, st.mean_batch(), b.max_batch,
+                        pct(num(st.timed_batches), num(st.batches))),
           {{"batches", num(st.batches), ""},
            {"jobs", num(st.jobs), ""},
            {"mean fill", 100.0 * fill, "%"},

@@ -120,7 +120,9 @@ TEST(BatcherGpu, BatchesOfAdjacentJobsMatchTheCpuEverywhere) {
   std::atomic<int> failures{0};
   std::latch done(jobs);
   {
-    cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 16, .max_wait = 1h});
+    cu::batcher<job> b(
+        std::ref(sh),
+        cuawait::batch_options{.max_batch = 16, .max_wait = 1h, .submit_when_idle = false});
     for (std::size_t i = 0; i < jobs; ++i) {
       run_job(b, job{static_cast<int>(i), sl.h(i), sl.d(i)}, returned, failures, done);
     }
@@ -177,7 +179,9 @@ TEST(BatcherGpu, ALoneJobIsSubmittedAfterMaxWait) {
   std::vector<int> returned(1, -1);
   std::atomic<int> failures{0};
   std::latch done(1);
-  cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 32, .max_wait = 5us});
+  cu::batcher<job> b(
+      std::ref(sh),
+      cuawait::batch_options{.max_batch = 32, .max_wait = 5us, .submit_when_idle = false});
   run_job(b, job{0, sl.h(0), sl.d(0)}, returned, failures, done);
   done.wait();
   const auto st = b.stats();
@@ -197,7 +201,8 @@ TEST(BatcherGpu, AnEnqueueErrorFailsEveryJobOfTheBatch) {
   std::vector<int> returned(3, -1);
   std::atomic<int> failures{0};
   std::latch done(3);
-  cu::batcher<job> b(std::ref(sh), cuawait::batch_options{.max_batch = 3, .max_wait = 1h});
+  cu::batcher<job> b(std::ref(sh), cuawait::batch_options{
+                                       .max_batch = 3, .max_wait = 1h, .submit_when_idle = false});
   for (int i = 0; i < 3; ++i) {
     run_job(b, job{i, sl.h(i), sl.d(i)}, returned, failures, done);
   }

@@ -28,7 +28,9 @@
 //!
 //! How batches form (see detail/batch_engine.hpp): a batch goes when it holds `max_batch`
 //! jobs, or when its oldest job waited `max_wait` (default 5 µs: a job alone waits no
-//! longer for company), or at `flush()`. `stats()` reports the batches and the latency
+//! longer for company), or at `flush()`; with `batch_options::submit_when_idle` (or
+//! `CUAWAIT_BATCH_IDLE=1`) a partial batch also goes at once when none of the batcher's
+//! batches is on the GPU. `stats()` reports the batches and the latency
 //! batching added (overall and for jobs that went alone).
 //!
 //! Threads: by default one engine thread per batcher calls the enqueue function (so it
@@ -104,7 +106,7 @@ public:
   //! @throws cuda_error creating streams; std::invalid_argument for bad options or 0 streams.
   explicit batcher(enqueue_fn enqueue, batch_options options = {}, std::size_t streams = 4)
       : m_backend(std::move(enqueue), streams),
-        m_engine(m_backend, options, m_backend.driver(options)) {}
+        m_engine(m_backend, with_environment(options), m_backend.driver(options)) {}
   batcher(const batcher&) = delete;
   batcher& operator=(const batcher&) = delete;
 
@@ -133,6 +135,14 @@ public:
   [[nodiscard]] bool has_engine_thread() const noexcept { return !m_engine.polled(); }
 
 private:
+  //! `options` with `CUAWAIT_BATCH_IDLE=1` (or `0`) applied.
+  static batch_options with_environment(batch_options options) noexcept {
+    if (const char* v = std::getenv("CUAWAIT_BATCH_IDLE"); v != nullptr && *v != '\0') {
+      options.submit_when_idle = *v != '0';
+    }
+    return options;
+  }
+
   class backend {
   public:
     using job_type = Job;

@@ -8,7 +8,8 @@
 //!
 //! When a batch goes: as soon as it holds `max_batch` jobs (under load), or when its oldest
 //! job has waited `max_wait` (a job alone waits no longer than that for company), or at
-//! `flush()` / shutdown. The wait each job paid between arriving and being submitted is
+//! `flush()` / shutdown; with `submit_when_idle`, also as soon as none of its batches is in
+//! flight. The wait each job paid between arriving and being submitted is
 //! measured (`batch_stats`). The backend is the CUDA layer (cuda/batcher.hpp) or a fake in
 //! CPU tests:
 //!
@@ -131,7 +132,8 @@ public:
 
   //! Queues `it` (filled in by the caller). Thread-safe. `it` must stay alive until its
   //! coroutine resumes. The caller calls `leave(returned value)` afterwards, once it no
-  //! longer touches `it` (whose coroutine may resume on another thread meanwhile).
+  //! longer touches `it` (whose coroutine may resume on another thread meanwhile). True
+  //! when a batch is due now (full, or `submit_when_idle` and none in flight).
   [[nodiscard]] bool enqueue(item& it) {
     m_callers.fetch_add(1, std::memory_order_relaxed);
     it.arrived_ns = now_ns();
@@ -145,7 +147,8 @@ public:
       m_tail = &it;
       ++m_pending;
       wake = m_sleeping;
-      full = m_pending >= m_options.max_batch;
+      full = m_pending >= m_options.max_batch ||
+             (m_options.submit_when_idle && m_flying_count.load(std::memory_order_relaxed) == 0);
       // Counted before any thread can take the job (and count it off when it finishes).
       first = m_reactor != nullptr && m_outstanding.fetch_add(1, std::memory_order_acq_rel) == 0;
     }
@@ -157,7 +160,7 @@ public:
     return full;
   }
 
-  //! Ends an `enqueue` call. `full` (its value): a batch is full, so this thread submits
+  //! Ends an `enqueue` call. `full` (its value): a batch is due, so this thread submits
   //! it now when the reactor drives the engine, instead of waiting for a poller.
   void leave(bool full) noexcept {
     if (full && m_reactor != nullptr) {
@@ -212,7 +215,7 @@ public:
 
 private:
   using clock = std::chrono::steady_clock;
-  enum class why { none, full, timed, forced };
+  enum class why { none, full, timed, forced, idle };
   struct in_flight {
     typename Backend::ticket ticket;
     item* head;
@@ -251,13 +254,14 @@ private:
       }
     }
     while (m_flying.size() < m_options.max_in_flight) {
-      item* const head = take_due(m_jobs, m_room_since);
+      item* const head = take_due(m_jobs, m_room_since, m_flying.empty());
       if (head == nullptr) {
         break;
       }
       submit(head, m_jobs, m_flying);
       ++n;
     }
+    m_flying_count.store(m_flying.size(), std::memory_order_relaxed);
     m_stepping.store(false, std::memory_order_release);
     return n;
   }
@@ -277,8 +281,9 @@ private:
   }
 
   //! Takes the due batch off the queue (its jobs into `jobs`), or nullptr. `room_since`:
-  //! when the engine last got a free in-flight slot after waiting for one.
-  item* take_due(std::vector<job_type*>& jobs, std::uint64_t room_since) {
+  //! when the engine last got a free in-flight slot after waiting for one. `idle`: none of
+  //! the engine's batches is in flight.
+  item* take_due(std::vector<job_type*>& jobs, std::uint64_t room_since, bool idle) {
     const std::lock_guard lock(m_mutex);
     if (m_head == nullptr) {
       m_forced = false;
@@ -292,6 +297,8 @@ private:
       reason = why::forced;
     } else if (now - m_head->arrived_ns >= static_cast<std::uint64_t>(m_options.max_wait.count())) {
       reason = why::timed;
+    } else if (idle && m_options.submit_when_idle) {
+      reason = why::idle;
     }
     if (reason == why::none) {
       return nullptr;
@@ -343,6 +350,7 @@ private:
     m_stats.largest_batch = std::max(m_stats.largest_batch, n);
     (reason == why::full    ? m_stats.full_batches
      : reason == why::timed ? m_stats.timed_batches
+     : reason == why::idle  ? m_stats.idle_batches
                             : m_stats.forced_batches)++;
     if (n == 1) {
       ++m_stats.lone_jobs;
@@ -470,7 +478,8 @@ private:
     // due otherwise (an arrival that fills it wakes us).
     std::uint64_t sleep_limit = ~std::uint64_t{0};
     if (m_head != nullptr) {
-      if (m_pending >= m_options.max_batch || m_forced || m_stopping) {
+      if (m_pending >= m_options.max_batch || m_forced || m_stopping ||
+          (nothing_in_flight && m_options.submit_when_idle)) {
         return true; // became due since take_due() looked: go again at once
       }
       // A partial batch waits for company until a known moment. Near it, spin on the clock
@@ -535,6 +544,8 @@ private:
   // The driving thread's (one at a time: m_stepping).
   std::atomic<bool> m_stepping{false};
   std::deque<in_flight> m_flying;
+  // Its size, for `enqueue` on other threads (a hint: the driving thread decides).
+  std::atomic<std::size_t> m_flying_count{0};
   std::vector<job_type*> m_jobs;
   std::uint64_t m_room_since = 0; // when the last wait for a free in-flight slot ended
   // Driven by a reactor: it, the jobs queued or in flight (its companion_work is +1 while
