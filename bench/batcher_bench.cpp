@@ -215,6 +215,8 @@ void bm_gpu_standin(benchmark::State& state) {
   pool.shutdown();
   state.counters["mean_batch"] = st.mean_batch();
   state.counters["wait_us"] = st.mean_wait_us();
+  state.counters["p99_us"] = st.batching_quantile_us(0.99);
+  state.counters["flight_us"] = st.mean_flight_us();
   state.counters["per_job"] =
       benchmark::Counter(static_cast<double>(state.iterations() * pipelines * per_pipeline),
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);

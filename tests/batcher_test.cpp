@@ -175,6 +175,39 @@ TEST(Batcher, ALoneJobGoesAloneAfterMaxWaitAndItsWaitIsMeasured) {
   EXPECT_EQ(s.backpressure_ns_total, 0u);
   EXPECT_EQ(s.lone_batching_ns_max, s.lone_wait_ns_max);
   EXPECT_DOUBLE_EQ(s.mean_lone_batching_us(), s.mean_lone_wait_us());
+  // Its batching delay is in the histogram: the quantiles give it, a quarter high at most.
+  EXPECT_GE(s.batching_quantile_us(0.99), static_cast<double>(s.lone_wait_ns_max) / 1e3);
+  EXPECT_LE(s.batching_quantile_us(0.99), 1.25 * static_cast<double>(s.lone_wait_ns_max) / 1e3);
+  EXPECT_EQ(s.batching_quantile_us(0.5), s.batching_quantile_us(0.99));
+  EXPECT_EQ(s.resolved_batches, 1u);
+}
+
+TEST(BatchStats, EveryDelayFallsInABucketAtMostAQuarterWide) {
+  using cuawait::batch_stats;
+  for (const std::uint64_t ns :
+       {0ull, 1ull, 3ull, 4ull, 5ull, 7ull, 8ull, 9ull, 100ull, 1000ull, 1023ull, 1024ull,
+        12'345ull, 5'000'000ull, 1ull << 40, (1ull << 63) + 12345, ~0ull}) {
+    const std::size_t b = batch_stats::batching_bucket(ns);
+    ASSERT_LT(b, batch_stats{}.batching_hist.size()) << ns;
+    const std::uint64_t top = batch_stats::batching_bucket_top(b);
+    EXPECT_LE(ns, top) << ns;
+    EXPECT_LE(top - ns, ns / 4) << ns;
+    EXPECT_EQ(batch_stats::batching_bucket(top), b) << ns;
+    if (top != ~0ull) {
+      EXPECT_GT(batch_stats::batching_bucket(top + 1), b) << ns;
+    }
+  }
+}
+
+TEST(BatchStats, QuantilesReadTheHistogram) {
+  cuawait::batch_stats s;
+  EXPECT_EQ(s.batching_quantile_us(0.99), 0.0);
+  s.batching_hist[cuawait::batch_stats::batching_bucket(1'000)] = 98; // 98 jobs waited 1 µs
+  s.batching_hist[cuawait::batch_stats::batching_bucket(50'000)] = 2; // 2 waited 50 µs
+  EXPECT_NEAR(s.batching_quantile_us(0.5), 1.0, 0.25);
+  EXPECT_NEAR(s.batching_quantile_us(0.98), 1.0, 0.25);
+  EXPECT_NEAR(s.batching_quantile_us(0.99), 50.0, 12.5);
+  EXPECT_NEAR(s.batching_quantile_us(1.0), 50.0, 12.5);
 }
 
 // With submit_when_idle a job that finds nothing of the batcher on the GPU goes at once (max_wait

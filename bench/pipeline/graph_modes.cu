@@ -349,7 +349,8 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
       "transfers per batch each way; added latency "
       "mean %.1f us max %.1f us; lone jobs %llu, their added latency mean %.1f us, of "
       "which %.1f us back-pressure (max_in_flight batches on the GPU) and %.1f us "
-      "batching (max %.1f us)\n",
+      "batching (max %.1f us); every job's batching delay (back-pressure apart) p50 %.1f us "
+      "p99 %.1f us, against max_wait + 2x a batch's mean time in flight (%.1f us) = %.1f us\n",
       name, engine_thread ? "engine thread" : "driven by the reactor's pollers", opt.max_batch,
       ctx.batch.wait_us, opt.max_in_flight, ctx.batch.streams,
       static_cast<unsigned long long>(st.batches), static_cast<unsigned long long>(st.full_batches),
@@ -359,7 +360,9 @@ void run_batched(const char* name, mode_context& ctx, timed_region& timer, bool 
       st.mean_wait_us(), static_cast<double>(st.wait_ns_max) / 1e3,
       static_cast<unsigned long long>(st.lone_jobs), st.mean_lone_wait_us(),
       st.mean_lone_backpressure_us(), st.mean_lone_batching_us(),
-      static_cast<double>(st.lone_batching_ns_max) / 1e3);
+      static_cast<double>(st.lone_batching_ns_max) / 1e3, st.batching_quantile_us(0.5),
+      st.batching_quantile_us(0.99), st.mean_flight_us(),
+      ctx.batch.wait_us + 2.0 * st.mean_flight_us());
 }
 
 void coro_graph_batched(mode_context& ctx, timed_region& timer) {

@@ -6,6 +6,8 @@
 //! batchers: plain types, CUDA-free, so that the doctor (`doctor.hpp`) reads them without
 //! the CUDA layer. The engines that fill them are in `cuda/detail/`.
 
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +60,58 @@ struct batch_stats {
   std::uint64_t lone_backpressure_ns_total = 0; //!< part of `lone_wait_ns_total` likewise
   //! Largest wait of a lone job minus its back-pressure: what batching itself cost it.
   std::uint64_t lone_batching_ns_max = 0;
+  //! Batches resolved, and the sum of their times from submission to being found finished
+  //! (the GPU's time for them, queueing behind earlier batches included).
+  std::uint64_t resolved_batches = 0;
+  std::uint64_t flight_ns_total = 0;
+  //! Every job's batching delay (its wait minus back-pressure), in log-linear buckets: four
+  //! per power of two of nanoseconds (bucket `4 * floor(log2 ns) + next two bits`; 0 and 1
+  //! ns in bucket 0). See `batching_quantile_us`.
+  std::array<std::uint64_t, 256> batching_hist{};
+
+  //! The bucket of `batching_hist` that `ns` falls in.
+  [[nodiscard]] static constexpr std::size_t batching_bucket(std::uint64_t ns) noexcept {
+    if (ns < 4) {
+      return static_cast<std::size_t>(ns);
+    }
+    const auto log2 = static_cast<std::size_t>(std::bit_width(ns)) - 1;
+    return 4 * log2 + static_cast<std::size_t>((ns >> (log2 - 2)) & 3);
+  }
+  //! The largest value in bucket `b`, in nanoseconds.
+  [[nodiscard]] static constexpr std::uint64_t batching_bucket_top(std::size_t b) noexcept {
+    if (b < 8) {
+      return b < 4 ? b : 3; // 4..7 hold nothing
+    }
+    const std::size_t log2 = b / 4;
+    const std::uint64_t low = (std::uint64_t{4} | (b & 3)) << (log2 - 2);
+    return low + (std::uint64_t{1} << (log2 - 2)) - 1;
+  }
+  //! The batching delay that a fraction `q` (0..1) of the jobs did not exceed, in
+  //! microseconds, rounded up to its bucket's top (at most 25 % above the true value).
+  [[nodiscard]] double batching_quantile_us(double q) const noexcept {
+    std::uint64_t total = 0;
+    for (const std::uint64_t n : batching_hist) {
+      total += n;
+    }
+    if (total == 0) {
+      return 0.0;
+    }
+    const double want = q * static_cast<double>(total);
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < batching_hist.size(); ++b) {
+      seen += batching_hist[b];
+      if (seen != 0 && static_cast<double>(seen) >= want) {
+        return static_cast<double>(batching_bucket_top(b)) / 1e3;
+      }
+    }
+    return static_cast<double>(batching_bucket_top(batching_hist.size() - 1)) / 1e3;
+  }
+  //! Mean time of a batch from submission to being found finished, in microseconds.
+  [[nodiscard]] double mean_flight_us() const noexcept {
+    return resolved_batches == 0
+               ? 0.0
+               : static_cast<double>(flight_ns_total) / 1e3 / static_cast<double>(resolved_batches);
+  }
 
   //! Mean jobs per submission.
   [[nodiscard]] double mean_batch() const noexcept {

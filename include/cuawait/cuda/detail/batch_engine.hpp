@@ -220,6 +220,7 @@ private:
     typename Backend::ticket ticket;
     item* head;
     std::size_t jobs;
+    std::uint64_t submitted_ns;
   };
 
   static batch_options validate(batch_options o) {
@@ -320,7 +321,9 @@ private:
     const std::uint64_t room_wait = room_since > ready_at ? room_since - ready_at : 0;
     for (item* i = head;; i = i->next) {
       const std::uint64_t wait = now - i->arrived_ns;
-      record_wait(wait, std::min(wait, room_wait));
+      const std::uint64_t backpressure = std::min(wait, room_wait);
+      record_wait(wait, backpressure);
+      ++m_stats.batching_hist[batch_stats::batching_bucket(wait - backpressure)];
       if (i == last) {
         break;
       }
@@ -364,8 +367,8 @@ private:
 
   void submit(item* head, const std::vector<job_type*>& jobs, std::deque<in_flight>& flying) {
     try {
-      flying.push_back(
-          in_flight{m_backend->submit(std::span<job_type* const>(jobs)), head, jobs.size()});
+      flying.push_back(in_flight{m_backend->submit(std::span<job_type* const>(jobs)), head,
+                                 jobs.size(), now_ns()});
     } catch (...) {
       fail(head, jobs.size(), std::current_exception());
     }
@@ -389,7 +392,13 @@ private:
       }
       item* head = it->head;
       const std::size_t jobs = it->jobs;
+      const std::uint64_t flight = now_ns() - it->submitted_ns;
       it = flying.erase(it);
+      {
+        const std::lock_guard lock(m_mutex);
+        ++m_stats.resolved_batches;
+        m_stats.flight_ns_total += flight;
+      }
       if (error) {
         fail(head, jobs, error);
       } else {
