@@ -50,7 +50,8 @@ void bm_lone_job(benchmark::State& state) {
   instant_backend backend;
   const auto max_wait = std::chrono::microseconds(state.range(0));
   const auto gap = std::chrono::microseconds(state.range(1));
-  engine_t e(backend, cuawait::batch_options{.max_batch = 32, .max_wait = max_wait});
+  engine_t e(backend, cuawait::batch_options{
+                          .max_batch = 32, .max_wait = max_wait, .submit_when_idle = false});
   int job = 0;
   for (auto _ : state) {
     if (gap.count() > 0) {
@@ -87,23 +88,23 @@ void wake_pool(void* pool) noexcept {
   static_cast<cuawait::thread_pool*>(pool)->wake_idle_poller();
 }
 
-cuawait::task<void> pipeline(cuawait::thread_pool& pool, engine_t& e, int jobs) {
+template <class Backend>
+cuawait::task<void> pipeline(cuawait::thread_pool& pool,
+                             cuawait::cuda::detail::batch_engine<Backend>& e, int jobs) {
   co_await pool.schedule();
   for (int i = 0; i < jobs; ++i) {
-    benchmark::DoNotOptimize(co_await awaiter_t(e, i));
+    benchmark::DoNotOptimize(co_await cuawait::cuda::detail::batch_awaiter<Backend>(e, i));
   }
 }
 
-//! The host cost per job of the batch path itself: `pipelines` coroutines on a pool of
-//! `threads` workers, each submitting jobs one after another to a batcher whose batches
-//! finish at once, the engine driven by its own thread (driver 0) or by the workers that
-//! poll the completion reactor (driver 1). Time per job, all pipelines together.
-void bm_pool_jobs(benchmark::State& state) {
-  const bool polled = state.range(0) != 0;
-  const auto pipelines = static_cast<int>(state.range(1));
-  const auto threads = static_cast<std::size_t>(state.range(2));
-  constexpr int per_pipeline = 2000;
-  instant_backend backend;
+//! `pipelines` coroutines on a pool of `threads` workers, each submitting `per_pipeline`
+//! jobs one after another to a batcher over `backend`, driven by its engine thread or (with
+//! `polled`) by the workers that poll a thread-less completion reactor. Sets `per_job` (time
+//! per job, all pipelines together) and `mean_batch`; returns the batcher's counters.
+template <class Backend>
+cuawait::batch_stats run_pipelines(benchmark::State& state, Backend& backend,
+                                   cuawait::batch_options options, bool polled, int pipelines,
+                                   std::size_t threads, int per_pipeline) {
   no_waits source;
   cuawait::reactor_options ro;
   ro.start_thread = false;
@@ -113,9 +114,7 @@ void bm_pool_jobs(benchmark::State& state) {
   pool.set_idle_source(&reactor);
   cuawait::batch_stats st;
   {
-    engine_t e(backend,
-               cuawait::batch_options{.max_batch = 32, .max_wait = std::chrono::microseconds(5)},
-               polled ? &reactor : nullptr);
+    cuawait::cuda::detail::batch_engine<Backend> e(backend, options, polled ? &reactor : nullptr);
     for (auto _ : state) {
       std::vector<cuawait::task<void>> all;
       all.reserve(static_cast<std::size_t>(pipelines));
@@ -129,11 +128,26 @@ void bm_pool_jobs(benchmark::State& state) {
   pool.set_idle_source(nullptr);
   reactor.set_idle_waker(nullptr, nullptr);
   pool.shutdown();
-  state.SetItemsProcessed(state.iterations() * pipelines * per_pipeline);
+  const auto jobs = state.iterations() * pipelines * per_pipeline;
+  state.SetItemsProcessed(jobs);
   state.counters["mean_batch"] = st.mean_batch();
-  state.counters["per_job"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * pipelines * per_pipeline),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_job"] = benchmark::Counter(
+      static_cast<double>(jobs), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  return st;
+}
+
+//! The host cost per job of the batch path itself: `pipelines` coroutines on a pool of
+//! `threads` workers, each submitting jobs one after another to a batcher whose batches
+//! finish at once, the engine driven by its own thread (driver 0) or by the workers that
+//! poll the completion reactor (driver 1). Time per job, all pipelines together.
+void bm_pool_jobs(benchmark::State& state) {
+  instant_backend backend;
+  (void)run_pipelines(state, backend,
+                      cuawait::batch_options{.max_batch = 32,
+                                             .max_wait = std::chrono::microseconds(5),
+                                             .submit_when_idle = false},
+                      state.range(0) != 0, static_cast<int>(state.range(1)),
+                      static_cast<std::size_t>(state.range(2)), 2000);
 }
 BENCHMARK(bm_pool_jobs)
     ->ArgNames({"polled", "pipelines", "threads"})
@@ -166,60 +180,21 @@ struct timed_backend {
   std::uint64_t busy_until = 0; // submit runs on one thread at a time
 };
 
-using timed_engine_t = cuawait::cuda::detail::batch_engine<timed_backend>;
-using timed_awaiter_t = cuawait::cuda::detail::batch_awaiter<timed_backend>;
-
-cuawait::task<void> timed_pipeline(cuawait::thread_pool& pool, timed_engine_t& e, int jobs) {
-  co_await pool.schedule();
-  for (int i = 0; i < jobs; ++i) {
-    benchmark::DoNotOptimize(co_await timed_awaiter_t(e, i));
-  }
-}
-
 //! Jobs on a GPU stand-in with a cost per batch and per job (`timed_backend`), waiting for
 //! company (`max_wait` 20 µs) or going at once when none of the batcher's batches is in
 //! flight (idle 1: `submit_when_idle`). Time per job, all pipelines together; `floor` is the
 //! stand-in's per-job time with every batch full.
 void bm_gpu_standin(benchmark::State& state) {
-  const bool idle = state.range(0) != 0;
-  const bool polled = state.range(1) != 0;
-  const auto pipelines = static_cast<int>(state.range(2));
-  constexpr int per_pipeline = 1000;
   timed_backend backend;
-  no_waits source;
-  cuawait::reactor_options ro;
-  ro.start_thread = false;
-  cuawait::completion_reactor reactor(source, ro);
-  cuawait::thread_pool pool(2);
-  reactor.set_idle_waker(&wake_pool, &pool);
-  pool.set_idle_source(&reactor);
-  cuawait::batch_stats st;
-  {
-    timed_engine_t e(backend,
-                     cuawait::batch_options{.max_batch = 32,
-                                            .max_wait = std::chrono::microseconds(20),
-                                            .submit_when_idle = idle},
-                     polled ? &reactor : nullptr);
-    for (auto _ : state) {
-      std::vector<cuawait::task<void>> all;
-      all.reserve(static_cast<std::size_t>(pipelines));
-      for (int p = 0; p < pipelines; ++p) {
-        all.push_back(timed_pipeline(pool, e, per_pipeline));
-      }
-      cuawait::sync_wait(cuawait::when_all(std::move(all)));
-    }
-    st = e.stats();
-  }
-  pool.set_idle_source(nullptr);
-  reactor.set_idle_waker(nullptr, nullptr);
-  pool.shutdown();
-  state.counters["mean_batch"] = st.mean_batch();
+  const cuawait::batch_stats st =
+      run_pipelines(state, backend,
+                    cuawait::batch_options{.max_batch = 32,
+                                           .max_wait = std::chrono::microseconds(20),
+                                           .submit_when_idle = state.range(0) != 0},
+                    state.range(1) != 0, static_cast<int>(state.range(2)), 2, 1000);
   state.counters["wait_us"] = st.mean_wait_us();
   state.counters["p99_us"] = st.batching_quantile_us(0.99);
   state.counters["flight_us"] = st.mean_flight_us();
-  state.counters["per_job"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * pipelines * per_pipeline),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["floor_us"] =
       static_cast<double>(timed_backend::fixed_ns / 32 + timed_backend::per_job_ns) / 1e3;
 }

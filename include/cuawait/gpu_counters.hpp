@@ -65,8 +65,9 @@ struct batch_stats {
   std::uint64_t resolved_batches = 0;
   std::uint64_t flight_ns_total = 0;
   //! Every job's batching delay (its wait minus back-pressure), in log-linear buckets: four
-  //! per power of two of nanoseconds (bucket `4 * floor(log2 ns) + next two bits`; 0 and 1
-  //! ns in bucket 0). See `batching_quantile_us`.
+  //! per power of two of nanoseconds (bucket `4 * floor(log2 ns) + next two bits`; 0 to 3
+  //! ns in buckets 0 to 3, 4 to 7 unused). See `batching_quantile_us`. (The reactor's
+  //! resume-latency histogram has one bucket per power of two: too coarse for a p99 goal.)
   std::array<std::uint64_t, 256> batching_hist{};
 
   //! The bucket of `batching_hist` that `ns` falls in.

@@ -28,9 +28,9 @@
 //!
 //! How batches form (see detail/batch_engine.hpp): a batch goes when it holds `max_batch`
 //! jobs, or when its oldest job waited `max_wait` (default 5 µs: a job alone waits no
-//! longer for company), or at `flush()`; with `batch_options::submit_when_idle` (or
-//! `CUAWAIT_BATCH_IDLE=1`) a partial batch also goes at once when none of the batcher's
-//! batches is on the GPU. `stats()` reports the batches and the latency
+//! longer for company), or at `flush()`; and, by default (`batch_options::submit_when_idle`;
+//! `CUAWAIT_BATCH_IDLE=0` turns it off), a partial batch goes at once when none of the
+//! batcher's batches is on the GPU. `stats()` reports the batches and the latency
 //! batching added (overall and for jobs that went alone).
 //!
 //! Threads: by default one engine thread per batcher calls the enqueue function (so it

@@ -209,8 +209,14 @@ public:
 
   //! A snapshot of the counters.
   [[nodiscard]] batch_stats stats() const {
-    const std::lock_guard lock(m_mutex);
-    return m_stats;
+    batch_stats s;
+    {
+      const std::lock_guard lock(m_mutex);
+      s = m_stats;
+    }
+    s.resolved_batches = m_resolved.load(std::memory_order_relaxed);
+    s.flight_ns_total = m_flight_ns.load(std::memory_order_relaxed);
+    return s;
   }
 
 private:
@@ -392,13 +398,11 @@ private:
       }
       item* head = it->head;
       const std::size_t jobs = it->jobs;
-      const std::uint64_t flight = now_ns() - it->submitted_ns;
+      // One writer (the driving thread): no lock, `stats()` reads them.
+      m_resolved.store(m_resolved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      m_flight_ns.store(m_flight_ns.load(std::memory_order_relaxed) + now_ns() - it->submitted_ns,
+                        std::memory_order_relaxed);
       it = flying.erase(it);
-      {
-        const std::lock_guard lock(m_mutex);
-        ++m_stats.resolved_batches;
-        m_stats.flight_ns_total += flight;
-      }
       if (error) {
         fail(head, jobs, error);
       } else {
@@ -555,6 +559,9 @@ private:
   std::deque<in_flight> m_flying;
   // Its size, for `enqueue` on other threads (a hint: the driving thread decides).
   std::atomic<std::size_t> m_flying_count{0};
+  // Batches resolved and their summed time in flight (`batch_stats`), written here only.
+  std::atomic<std::uint64_t> m_resolved{0};
+  std::atomic<std::uint64_t> m_flight_ns{0};
   std::vector<job_type*> m_jobs;
   std::uint64_t m_room_since = 0; // when the last wait for a free in-flight slot ended
   // Driven by a reactor: it, the jobs queued or in flight (its companion_work is +1 while
