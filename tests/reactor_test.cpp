@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <coroutine>
 #include <cstdint>
@@ -589,6 +590,60 @@ TEST(ReactorTest, StopAllEndsEveryPendingWaitAsAStopRequest) {
   r.poll();
   EXPECT_TRUE(later.resumed);
   EXPECT_EQ(later.status.state, completion_state::done);
+}
+
+} // namespace
+
+namespace {
+
+//! Nothing ever finishes by `query`; `probe` costs `probe_cost` of busy CPU time (like one
+//! driver call per lane over thousands of stalled lanes) and finds the failure once `broken`.
+class costly_probe_source final : public cuawait::completion_source {
+public:
+  explicit costly_probe_source(std::chrono::nanoseconds probe_cost) : m_cost(probe_cost) {}
+  completion_status query(const cuawait::detail::wait_node&) noexcept override { return {}; }
+  completion_status probe(const cuawait::detail::wait_node&) noexcept override {
+    m_probes.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + m_cost;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return m_broken.load() ? completion_status{completion_state::failed, 700} : completion_status{};
+  }
+  void breaks() { m_broken.store(true); }
+  [[nodiscard]] int probes() const { return m_probes.load(); }
+
+private:
+  std::chrono::nanoseconds m_cost;
+  std::atomic<int> m_probes{0};
+  std::atomic<bool> m_broken{false};
+};
+
+// A stalled poller probes for errors, but a probe that costs more than the stall interval
+// must not make every poll a probe (thousands of stalled streams: a driver call each). Probes
+// cost 2 ms here against a stall interval of 0.1 ms, over 120 ms of polling: a probe at every
+// poll would be about 60; at most a tenth of the time is about 6. A failure is still found.
+TEST(ReactorTest, ProbesOfStalledLanesTakeAtMostATenthOfThePollersTime) {
+  costly_probe_source src(std::chrono::milliseconds(2));
+  reactor_options o = manual();
+  o.stall_probe = std::chrono::microseconds(100);
+  completion_reactor r(src, o);
+  outcome stuck;
+  auto w = wait_on(r, 1, 1, stuck);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(120)) {
+    r.poll();
+  }
+  EXPECT_GE(src.probes(), 2) << "a stalled lane must still be probed";
+  EXPECT_LE(src.probes(), 12) << "probes took more than about a tenth of the polling time";
+  EXPECT_FALSE(stuck.resumed);
+  src.breaks();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!stuck.resumed && std::chrono::steady_clock::now() < deadline) {
+    r.poll();
+  }
+  ASSERT_TRUE(stuck.resumed) << "the failure found by a probe never reached the waiter";
+  EXPECT_EQ(stuck.status.state, completion_state::failed);
+  EXPECT_EQ(stuck.status.error, 700);
 }
 
 } // namespace

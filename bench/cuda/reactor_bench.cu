@@ -33,9 +33,9 @@ __global__ void sleep_kernel(long long ns) {
   while (clock64() - start < ns * 2) {
   }
 }
-__global__ void gate_kernel(const volatile int* release) {
+__global__ void gate_kernel(const volatile int* release, long long give_up_clocks) {
   const long long start = clock64();
-  while (*release == 0 && clock64() - start < 20'000'000'000LL) {
+  while (*release == 0 && clock64() - start < give_up_clocks) {
   }
 }
 
@@ -92,12 +92,13 @@ void raw_baselines(int iters) {
               median(sync), pct(sync, 0.9));
 }
 
-//! 10,000 waits pending over `streams` streams, each stream blocked by a gate kernel, then
-//! finishing together: host time per completion on a second reactor without a thread,
-//! polled here once the GPU finished everything (the reactor's work: queries, resolution,
-//! inline resumption; not time spent spinning while the GPU works). With `idle_poll`,
-//! first the host time and queries of a poll while nothing can finish.
-void completions_together(cu::strategy st, int streams, bool idle_poll) {
+//! 10,000 waits over `streams` streams finishing together: host time per completion on a
+//! reactor without a thread, polled here only once the GPU finished everything (the
+//! reactor's work: queries, resolution, inline resumption; not time spent spinning while the
+//! GPU works). The waits are launched while nothing polls, so all of them are pending when
+//! the first poll runs; no gate holds the GPU (a gate in front of thousands of streams fills
+//! the GPU's queues and blocks the launching thread).
+void completions_together(cu::strategy st, int streams) {
   constexpr int waits = 10000;
   cuawait::reactor_options manual;
   manual.start_thread = false;
@@ -105,14 +106,6 @@ void completions_together(cu::strategy st, int streams, bool idle_poll) {
   const cu::context_scope here(ctx);
   cu::gpu_reactor& polled = ctx.reactor();
   std::vector<cu::stream> ss(streams);
-  int* gate = nullptr;
-  int* gate_dev = nullptr;
-  (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
-  *gate = 0;
-  (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
-  for (auto& x : ss) {
-    gate_kernel<<<1, 1, 0, x.get()>>>(gate_dev);
-  }
   std::atomic<int> done{0};
   for (int i = 0; i < waits; ++i) {
     [](cu::stream_ref x, std::atomic<int>& d) -> detached {
@@ -120,24 +113,8 @@ void completions_together(cu::strategy st, int streams, bool idle_poll) {
       d.fetch_add(1);
     }(ss[i % streams], done);
   }
-  // Nothing can finish while the gate is closed: what one poll costs per pending lane.
-  if (idle_poll) {
-    const int polls = 200;
-    const auto q0 = polled.stats().queries;
-    const double c0 = thread_cpu_ns();
-    for (int i = 0; i < polls; ++i) {
-      polled.reactor().poll();
-    }
-    const double c1 = thread_cpu_ns();
-    std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
-                "%.0f queries per poll (%s)\n",
-                cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
-                double(polled.stats().queries - q0) / polls,
-                st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
-                                             : "driver calls");
-  }
-  reinterpret_cast<volatile int*>(gate)[0] = 1;
   (void)cudaDeviceSynchronize();
+  const int early = done.load();
   const auto before = polled.stats();
   const double c0 = thread_cpu_ns();
   while (done.load() < waits) {
@@ -145,10 +122,76 @@ void completions_together(cu::strategy st, int streams, bool idle_poll) {
   }
   const double c1 = thread_cpu_ns();
   const auto after = polled.stats();
+  const int resolved = waits - early;
   std::printf("%-13s %d waits finished together over %d streams: %.3f us host time per "
-              "completion, %.2f queries per completion\n",
-              cu::to_string(st), waits, streams, (c1 - c0) / 1000.0 / waits,
-              double(after.queries - before.queries) / waits);
+              "completion, %.2f queries per completion (%d resolved by the polls)\n",
+              cu::to_string(st), waits, streams, (c1 - c0) / 1000.0 / std::max(resolved, 1),
+              double(after.queries - before.queries) / std::max(resolved, 1), resolved);
+  std::fflush(stdout);
+}
+
+//! The cost of a poll while `streams` streams each hold one wait that cannot finish: every
+//! stream waits (through an event) for one gate kernel spinning on a host flag, and one
+//! coroutine per stream awaits the stream. Host time and source queries per poll (at most 200
+//! polls or 2 s). The gate gives up after about 10 s, so a launch that blocks on a full GPU
+//! queue costs time instead of hanging; the figure is then marked invalid.
+void idle_poll(cu::strategy st, int streams) {
+  cuawait::reactor_options manual;
+  manual.start_thread = false;
+  cu::device_context ctx(cu::device_context_options{.completion = st, .reactor = manual});
+  const cu::context_scope here(ctx);
+  cu::gpu_reactor& polled = ctx.reactor();
+  const auto t_start = clk::now();
+  std::vector<cu::stream> ss(streams);
+  cu::stream gate_stream;
+  cu::event gate_done;
+  int* gate = nullptr;
+  int* gate_dev = nullptr;
+  (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
+  *gate = 0;
+  (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
+  gate_kernel<<<1, 1, 0, gate_stream.get()>>>(gate_dev, 4'000'000'000LL); // ~2 s
+  gate_stream.record(gate_done);
+  std::atomic<int> done{0};
+  int blocked_at = -1; // the first stream whose set-up waited for the GPU's queue to drain
+  for (int i = 0; i < streams; ++i) {
+    const auto t0 = clk::now();
+    (void)cudaStreamWaitEvent(ss[i].get(), gate_done.get(), 0);
+    [](cu::stream_ref y, std::atomic<int>& d) -> detached {
+      co_await y;
+      d.fetch_add(1);
+    }(ss[i], done);
+    if (blocked_at < 0 && clk::now() - t0 > std::chrono::milliseconds(500)) {
+      blocked_at = i;
+    }
+  }
+  const double setup_s = std::chrono::duration<double>(clk::now() - t_start).count();
+  int polls = 0;
+  const auto q0 = polled.stats().queries;
+  const double c0 = thread_cpu_ns();
+  for (const auto p0 = clk::now(); polls < 200 && clk::now() - p0 < std::chrono::seconds(2);
+       ++polls) {
+    polled.reactor().poll();
+  }
+  const double c1 = thread_cpu_ns();
+  const bool valid = done.load() == 0 && cudaEventQuery(gate_done.get()) == cudaErrorNotReady;
+  std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
+              "%.0f queries per poll (%s; %d polls, set-up %.2f s)%s",
+              cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
+              double(polled.stats().queries - q0) / polls,
+              st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
+                                           : "driver calls",
+              polls, setup_s, valid ? "" : " INVALID: the gate opened during the polls");
+  if (blocked_at >= 0) {
+    std::printf(" (the launching thread blocked on a full GPU queue at stream %d)", blocked_at);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  reinterpret_cast<volatile int*>(gate)[0] = 1;
+  (void)cudaDeviceSynchronize();
+  while (done.load() < streams) {
+    polled.reactor().poll();
+  }
   (void)cudaFreeHost(gate);
 }
 
@@ -211,7 +254,7 @@ void latency(cu::strategy st, int iters, bool quick) {
                 cu::to_string(st), stream_us, event_us);
   }
   // Reactor CPU per completion: 10,000 waits pending over 100 streams.
-  completions_together(st, 100, false);
+  completions_together(st, 100);
   // Idle: 1,000 coroutines awaiting one 1 s kernel.
   {
     std::atomic<int> done{0};
@@ -247,22 +290,20 @@ long rss_kib() {
   return r.ru_maxrss; // peak, in KiB: flat memory keeps it from growing
 }
 
-//! Reactor scaling (`--scaling`): host time per completion when 10,000 waits finish
-//! together over 100 and over 10,000 streams; host time and source queries per poll while
-//! 10,000 streams each hold a wait that does not finish (the cost an idle lane adds to a
-//! poll); then create / await / destroy cycles of streams and of events, with the peak RSS
-//! and the reactor's lane count along the way (flat memory: neither grows).
-void scaling(cu::strategy st, long cycles) {
-  completions_together(st, 100, false);
-  completions_together(st, 10000, true);
-  // Create / await / destroy cycles.
+//! `cycles` create / await / destroy cycles of streams, then of events, on a context of its
+//! own: the time per cycle over the first and the last tenth (a cost that grows per cycle
+//! shows as a difference), the peak RSS and the reactor's lane count along the way.
+void cycles_run(cu::strategy st, long cycles) {
   cu::device_context ctx(cu::device_context_options{.completion = st});
   const cu::context_scope here(ctx);
+  const long tenth = std::max(1L, cycles / 10);
   for (const bool events : {false, true}) {
     const long rss0 = rss_kib();
     long rss_half = 0;
     std::size_t lanes_half = 0;
+    double first_tenth_us = 0, last_tenth_us = 0;
     const auto t0 = clk::now();
+    auto slice0 = t0;
     cuawait::sync_wait([&]() -> cuawait::task<void> {
       cu::stream keep;
       for (long i = 0; i < cycles; ++i) {
@@ -279,14 +320,40 @@ void scaling(cu::strategy st, long cycles) {
           rss_half = rss_kib();
           lanes_half = ctx.reactor().reactor().lane_count();
         }
+        if (i + 1 == tenth) {
+          first_tenth_us = us(clk::now() - t0) / tenth;
+        }
+        if (i + 1 == cycles - tenth) {
+          slice0 = clk::now();
+        }
       }
+      last_tenth_us = us(clk::now() - slice0) / tenth;
     }());
     const double secs = std::chrono::duration<double>(clk::now() - t0).count();
-    std::printf("%-13s %ld create/await/destroy cycles of %s: %.1f us each; peak RSS %ld -> %ld "
-                "(half-way) -> %ld KiB (end); reactor lanes half-way %zu, end %zu\n",
-                cu::to_string(st), cycles, events ? "events" : "streams", secs * 1e6 / cycles, rss0,
-                rss_half, rss_kib(), lanes_half, ctx.reactor().reactor().lane_count());
+    std::printf("%-13s %ld create/await/destroy cycles of %s: %.1f us each (first tenth %.1f, "
+                "last tenth %.1f); peak RSS %ld -> %ld (half-way) -> %ld KiB (end); reactor "
+                "lanes half-way %zu, end %zu\n",
+                cu::to_string(st), cycles, events ? "events" : "streams", secs * 1e6 / cycles,
+                first_tenth_us, last_tenth_us, rss0, rss_half, rss_kib(), lanes_half,
+                ctx.reactor().reactor().lane_count());
+    std::fflush(stdout);
   }
+}
+
+//! Reactor scaling (`--scaling`): host time per completion when 10,000 waits finish
+//! together over 100 and over 10,000 streams; host time and source queries per poll while
+//! 10,000 streams each hold a wait that does not finish (the cost an idle lane adds to a
+//! poll); then create / await / destroy cycles of streams and of events, with the peak RSS
+//! and the reactor's lane count along the way (flat memory: neither grows).
+void scaling(cu::strategy st, long cycles) {
+  completions_together(st, 100);
+  completions_together(st, 10000);
+  cycles_run(st, cycles);
+  for (const int n : {100, 1000, 2000, 5000, 10000}) {
+    idle_poll(st, n);
+  }
+  // Again after the many-stream phases: a per-cycle cost that grew would show here.
+  cycles_run(st, std::max(1L, cycles / 5));
 }
 
 } // namespace

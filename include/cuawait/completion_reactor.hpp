@@ -65,7 +65,9 @@ struct reactor_options {
   std::chrono::nanoseconds spin_window = std::chrono::milliseconds(15);
   //! When parked with waits pending and a source that does not notify, poll this often.
   std::chrono::nanoseconds park_poll = std::chrono::milliseconds(1);
-  //! With waits pending and nothing finishing for this long, `probe` each lane for errors.
+  //! With waits pending and nothing finishing for this long, `probe` each lane for errors;
+  //! then again after this long or nine times the probe's own cost, whichever is longer
+  //! (over thousands of stalled lanes probes take at most a tenth of the poller's time).
   std::chrono::nanoseconds stall_probe = std::chrono::milliseconds(1);
   //! Called first on the polling thread (when `start_thread`), before it polls: e.g. to
   //! give the thread the device context that coroutines resumed inline on it await through.
@@ -263,8 +265,8 @@ private:
   // them too, so the coroutines' writes are visible to its caller.
   std::size_t m_resuming = 0;
   std::atomic<std::uint64_t> m_last_progress_ns{0}; // written under m_mutex
-  std::uint64_t m_last_probe_ns = 0;
-  std::atomic<bool> m_has_ready{false}; // the ready list is not empty
+  std::uint64_t m_next_probe_ns = 0;                //!< no probe before (see poll_waits)
+  std::atomic<bool> m_has_ready{false};             // the ready list is not empty
   // Stop requests (request_stop): a lock-free LIFO of claimed nodes linked by stop_next,
   // pushed without the lock, taken whole under it.
   std::atomic<detail::wait_node*> m_stop_head{nullptr};
