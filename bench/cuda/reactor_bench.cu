@@ -3,7 +3,7 @@
 // Launch -> coroutine resumed, per strategy, against raw cudaEventQuery spinning and
 // cudaStreamSynchronize; long kernels; reactor CPU per completion with 10,000 waits over
 // 100 streams; co_await of finished work; idle CPU with 1,000 waiters on a 1 s kernel.
-// --scaling N: instead, the reactor's scaling over 100 and 10,000 streams and N create /
+// --scaling N: instead, the reactor's scaling over 100 to 10,000 streams and N create /
 // await / destroy cycles of streams and of events (see `scaling`).
 
 #include <cuawait/cuda.hpp>
@@ -341,10 +341,10 @@ void cycles_run(cu::strategy st, long cycles) {
 }
 
 //! Reactor scaling (`--scaling`): host time per completion when 10,000 waits finish
-//! together over 100 and over 10,000 streams; host time and source queries per poll while
-//! 10,000 streams each hold a wait that does not finish (the cost an idle lane adds to a
-//! poll); then create / await / destroy cycles of streams and of events, with the peak RSS
-//! and the reactor's lane count along the way (flat memory: neither grows).
+//! together over 100 and over 10,000 streams; create / await / destroy cycles of streams and
+//! of events (flat memory: neither the peak RSS nor the lane count grows); host time and
+//! source queries per poll while 100 to 10,000 streams each hold a wait that does not finish
+//! (the cost an idle lane adds to a poll); the cycles again, fewer, after those phases.
 void scaling(cu::strategy st, long cycles) {
   completions_together(st, 100);
   completions_together(st, 10000);
