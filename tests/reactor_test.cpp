@@ -647,3 +647,175 @@ TEST(ReactorTest, ProbesOfStalledLanesTakeAtMostATenthOfThePollersTime) {
 }
 
 } // namespace
+
+namespace {
+
+using cuawait::test::ring;
+
+waiter wait_on_bell(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
+                    std::uint64_t* bell, outcome& out) {
+  out.status = co_await fake_wait(r, lane, token, {}, bell);
+  out.resumed = true;
+  out.order = g_order.fetch_add(1);
+}
+
+reactor_options manual_no_probe() {
+  reactor_options o = manual();
+  o.stall_probe = std::chrono::hours(1); // probes query every lane: none in these tests
+  return o;
+}
+
+// 1,024 stalled lanes in 16 groups of 64, one bell per group (a GPU-written doorbell): while
+// no bell rings a poll queries nothing, and a ring costs the queries of its own group only.
+TEST(ReactorTest, ASweepQueriesOnlyTheLanesOfBellsThatRang) {
+  fake_completion_source src;
+  completion_reactor r(src, manual_no_probe());
+  constexpr int groups = 16, per_group = 64, lanes = groups * per_group;
+  std::vector<std::uint64_t> bells(groups, 0);
+  std::vector<outcome> out(lanes);
+  std::vector<waiter> ws;
+  for (int l = 0; l < lanes; ++l) {
+    ws.push_back(wait_on_bell(r, l + 1, tok(l, 0), &bells[l / per_group], out[l]));
+  }
+  r.poll(); // new groups are swept once
+  const std::uint64_t before = src.queries();
+  for (int i = 0; i < 100; ++i) {
+    r.poll();
+  }
+  EXPECT_EQ(src.queries(), before) << "polls of stalled lanes whose bells are quiet query them";
+
+  // Work of lane 200 (group 3) finishes and rings: found by querying group 3 only.
+  src.complete(tok(200, 0));
+  ring(bells[3]);
+  EXPECT_EQ(r.poll(), 1U);
+  EXPECT_TRUE(out[200].resumed);
+  EXPECT_EQ(src.queries() - before, std::uint64_t{per_group});
+
+  // Each lane finishes in a random order, each ring followed by a poll: every waiter resumes
+  // done, and the queries stay within one group per ring.
+  std::vector<int> order;
+  for (int l = 0; l < lanes; ++l) {
+    if (l != 200) {
+      order.push_back(l);
+    }
+  }
+  std::mt19937 rng(7);
+  std::shuffle(order.begin(), order.end(), rng);
+  const std::uint64_t start = src.queries();
+  for (const int l : order) {
+    src.complete(tok(l, 0));
+    ring(bells[l / per_group]);
+    r.poll();
+    ASSERT_TRUE(out[l].resumed) << "lane " << l;
+    EXPECT_EQ(out[l].status.state, completion_state::done);
+  }
+  EXPECT_LE(src.queries() - start, order.size() * per_group);
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+// Finished work whose bell already rang while an older wait of its lane was pending: when the
+// older one leaves without a ring (a withdrawal), the newer one is still found.
+TEST(ReactorTest, AWaitBehindAWithdrawnOneIsFoundWithoutANewRing) {
+  fake_completion_source src;
+  completion_reactor r(src, manual_no_probe());
+  std::uint64_t bell = 0;
+  outcome first, second;
+  auto w0 = wait_on_bell(r, 1, tok(1, 0), &bell, first);
+  auto w1 = wait_on_bell(r, 1, tok(1, 1), &bell, second);
+  src.complete(tok(1, 1));
+  ring(bell);
+  r.poll(); // the ring is seen; the lane's oldest wait is still pending
+  EXPECT_FALSE(second.resumed);
+  w0.destroy(); // withdrawn
+  r.poll();
+  EXPECT_TRUE(second.resumed) << "the wait behind a withdrawn one hangs until another ring";
+}
+
+// A lane whose waits ring different bells, or none (a stream whose markers change kind): each
+// wait is found by the bell it names, in lane order, whatever order the work finishes in.
+TEST(ReactorTest, ALaneMovesBetweenBellsAsItsOldestWaitChanges) {
+  fake_completion_source src;
+  completion_reactor r(src, manual_no_probe());
+  std::vector<std::uint64_t> bells(3, 0);
+  constexpr int lanes = 4, per_lane = 6;
+  // Wait i of lane l rings bell (l + i) % 4, where 3 means no bell.
+  const auto bell_of = [&](int l, int i) -> std::uint64_t* {
+    const int b = (l + i) % 4;
+    return b == 3 ? nullptr : &bells[b];
+  };
+  std::vector<outcome> out(lanes * per_lane);
+  std::vector<waiter> ws;
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      ws.push_back(wait_on_bell(r, l + 1, tok(l, i), bell_of(l, i), out[l * per_lane + i]));
+    }
+  }
+  std::vector<std::pair<int, int>> order;
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      order.emplace_back(l, i);
+    }
+  }
+  std::mt19937 rng(11);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (const auto& [l, i] : order) {
+    src.complete(tok(l, i));
+    if (std::uint64_t* b = bell_of(l, i)) {
+      ring(*b);
+    }
+    r.poll();
+  }
+  for (int l = 0; l < lanes; ++l) {
+    for (int i = 0; i < per_lane; ++i) {
+      const outcome& o = out[l * per_lane + i];
+      ASSERT_TRUE(o.resumed) << "lane " << l << " wait " << i;
+      if (i > 0) {
+        EXPECT_LT(out[l * per_lane + i - 1].order, o.order) << "lane " << l << " wait " << i;
+      }
+    }
+  }
+  EXPECT_EQ(r.pending(), 0U);
+}
+
+// Submitters, a completer that rings after each completion, and the reactor's own polling
+// thread in parallel (run under TSan in CI): nothing is lost.
+TEST(ReactorTest, StressWithBellsSubmittersRingerAndPollerInParallel) {
+  fake_completion_source src;
+  reactor_options opts;
+  opts.spin_window = std::chrono::microseconds(50); // park often
+  opts.park_poll = std::chrono::microseconds(100);
+  opts.stall_probe = std::chrono::hours(1);
+  completion_reactor r(src, opts);
+  constexpr int threads = 4, per_thread = 500;
+  std::vector<std::uint64_t> bells(2, 0);
+  std::vector<outcome> out(threads * per_thread);
+  std::vector<std::vector<waiter>> ws(threads);
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < threads; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        ws[t].push_back(wait_on_bell(r, static_cast<std::uintptr_t>(t + 1), tok(t, i),
+                                     &bells[t % 2], out[t * per_thread + i]));
+      }
+    });
+  }
+  std::thread completer([&] {
+    for (int i = 0; i < per_thread; ++i) {
+      for (int t = 0; t < threads; ++t) {
+        src.complete(tok(t, i));
+        ring(bells[t % 2]);
+      }
+    }
+  });
+  for (auto& s : submitters) {
+    s.join();
+  }
+  completer.join();
+  r.drain();
+  for (const outcome& o : out) {
+    ASSERT_TRUE(o.resumed);
+    EXPECT_EQ(o.status.state, completion_state::done);
+  }
+}
+
+} // namespace

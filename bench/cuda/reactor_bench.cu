@@ -187,6 +187,38 @@ void idle_poll(cu::strategy st, int streams) {
   }
   std::printf("\n");
   std::fflush(stdout);
+  if (blocked_at < 0) {
+    // Beside the stalled streams, one stream finishes one wait at a time (a chain of empty
+    // kernels, each awaited by one coroutine resumed inline by the polls): the cost of a poll
+    // when completions come one per poll. The launches run inside the polls and are counted.
+    constexpr int ticks = 500;
+    cu::stream ticker;
+    std::atomic<int> ticked{0};
+    const auto tq0 = polled.stats().queries;
+    const double tc0 = thread_cpu_ns();
+    [](cu::stream_ref x, std::atomic<int>& t) -> detached {
+      for (int k = 0; k < ticks; ++k) {
+        co_await x.launch(empty_kernel, dim3(1), dim3(1));
+        t.fetch_add(1);
+      }
+    }(ticker, ticked);
+    int tpolls = 0;
+    for (const auto p0 = clk::now();
+         ticked.load() < ticks && clk::now() - p0 < std::chrono::seconds(2); ++tpolls) {
+      polled.reactor().poll();
+    }
+    const double tc1 = thread_cpu_ns();
+    const bool tvalid = ticked.load() == ticks && done.load() == 0 &&
+                        cudaEventQuery(gate_done.get()) == cudaErrorNotReady;
+    std::printf("%-13s %d streams stalled, one more finishing %d waits one at a time: %.2f us "
+                "host time per poll (launches included), %.2f us per completion, %.0f queries "
+                "per poll (%d polls)%s\n",
+                cu::to_string(st), streams, ticks, (tc1 - tc0) / 1000.0 / std::max(tpolls, 1),
+                (tc1 - tc0) / 1000.0 / std::max(ticked.load(), 1),
+                double(polled.stats().queries - tq0) / std::max(tpolls, 1), tpolls,
+                tvalid ? "" : " INVALID: the gate opened, or the waits did not all finish");
+    std::fflush(stdout);
+  }
   reinterpret_cast<volatile int*>(gate)[0] = 1;
   (void)cudaDeviceSynchronize();
   while (done.load() < streams) {
@@ -349,7 +381,7 @@ void scaling(cu::strategy st, long cycles) {
   completions_together(st, 100);
   completions_together(st, 10000);
   cycles_run(st, cycles);
-  for (const int n : {100, 1000, 2000, 5000, 10000}) {
+  for (const int n : {100, 1000, 2000, 5000, 8000, 10000}) {
     idle_poll(st, n);
   }
   // Again after the many-stream phases: a per-cycle cost that grew would show here.

@@ -39,6 +39,7 @@ namespace cuawait {
 
 namespace detail {
 struct resume_batch;
+struct lane_group;
 } // namespace detail
 
 //! Work polled beside a reactor's waits that is not one wait: a batcher's queue of jobs
@@ -224,7 +225,21 @@ private:
   using clock = std::chrono::steady_clock;
 
   detail::reactor_lane& lane_for(const void* key);
+  struct sweep_tally {
+    std::size_t resolved = 0;
+    std::uint64_t queries = 0;
+    completion_status lost{}; // a context_lost answer, which ends the sweep
+  };
   std::size_t sweep_locked(bool probe) noexcept;
+  bool sweep_lanes_locked(std::vector<detail::reactor_lane*>& lanes, detail::lane_group* group,
+                          bool probe, sweep_tally& tally) noexcept;
+  static std::uint64_t* listed_bell(const detail::reactor_lane& lane) noexcept;
+  bool join_group_locked(detail::reactor_lane& lane, std::uint64_t* bell) noexcept;
+  void activate_locked(detail::reactor_lane& lane, bool mark) noexcept;
+  void remove_listed_locked(std::vector<detail::reactor_lane*>& lanes, detail::lane_group* group,
+                            std::size_t i) noexcept;
+  template <class F>
+  void for_each_active_locked(F&& f) const;
   void resolve_locked(detail::wait_node& w, completion_status st,
                       detail::resume_batch* batch = nullptr) noexcept;
   void settle_locked(detail::wait_node& w, completion_status st, std::uint64_t now) noexcept;
@@ -258,7 +273,14 @@ private:
   // CUAWAIT_REACTOR_LOCK=sleep makes it a plain sleeping mutex (for comparison).
   mutable detail::spin_mutex m_mutex{reactor_lock_sleeps()};
   std::unordered_map<const void*, std::unique_ptr<detail::reactor_lane>> m_lanes;
+  // The lanes with waits (or emptied by a withdrawal and not yet dropped): those whose oldest
+  // wait has no bell in m_active, swept every time; the others in the group of their bell
+  // (m_groups, never erased: one per bell), swept when it rings. m_busy_groups: the groups
+  // with lanes.
   std::vector<detail::reactor_lane*> m_active;
+  std::unordered_map<const std::uint64_t*, std::unique_ptr<detail::lane_group>> m_groups;
+  std::vector<detail::lane_group*> m_busy_groups;
+  std::size_t m_active_count = 0;            // lanes in m_active and in the busy groups
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
   detail::wait_node* m_ready_tail = nullptr;
   // Inline resumptions taken off the ready list and not yet returned: drain() waits for
@@ -278,7 +300,7 @@ private:
   mutable std::atomic<bool> m_spin_lapsed{false};
   std::atomic<bool> m_idle_polling{false};    // an executor thread is in poll_idle()
   std::atomic<std::size_t> m_claimed{0};      // lanes claimed by idle threads now
-  std::atomic<std::size_t> m_active_lanes{0}; // m_active.size(), readable without the lock
+  std::atomic<std::size_t> m_active_lanes{0}; // m_active_count, readable without the lock
   std::size_t m_claim_cursor = 0;             // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;

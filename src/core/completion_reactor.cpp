@@ -13,6 +13,19 @@
 
 namespace cuawait::detail {
 
+//! The active lanes whose oldest waits share one doorbell (`wait_node::bell`). A sweep reads
+//! the bell once and skips every lane of the group while it holds the value read last time
+//! and nothing else marked the group: none of them can have progressed.
+struct lane_group {
+  std::uint64_t* bell = nullptr;
+  std::uint64_t seen = 0; // the bell's value when the group was last swept
+  // Sweep it whatever the bell says: a lane joined, or a lane's oldest wait changed outside a
+  // sweep (a claim, a withdrawal, a stop) to one no sweep has queried since `seen` was read.
+  bool dirty = true;
+  std::size_t index = 0; // its place in completion_reactor::m_busy_groups while it has lanes
+  std::vector<reactor_lane*> lanes;
+};
+
 //! The FIFO of waits on one lane (CUDA stream). Lanes live as long as the reactor: a
 //! stream handle that is reused later keeps its lane, which is harmless because the lane
 //! only orders waits.
@@ -23,7 +36,8 @@ struct reactor_lane {
   std::size_t size = 0;
   std::uint64_t waits = 0;         // waits that suspended on it, ever (reactor_stats::lane_waits)
   std::uint64_t busy_since_ns = 0; // since when it has held a wait (while size != 0)
-  bool active = false;             // in m_active
+  bool active = false;             // in m_active, or in group->lanes
+  lane_group* group = nullptr;     // while active: the group it is listed in (nullptr: m_active)
   bool claimed = false;            // an idle thread queries the head outside the lock
   // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
   // changed knows that the head it copied is gone. Read without the lock by the claimer.
@@ -119,6 +133,18 @@ std::uint64_t completion_reactor::now_ns() noexcept {
           .count());
 }
 
+template <class F>
+void completion_reactor::for_each_active_locked(F&& f) const {
+  for (const reactor_lane* lane : m_active) {
+    f(*lane);
+  }
+  for (const detail::lane_group* g : m_busy_groups) {
+    for (const reactor_lane* lane : g->lanes) {
+      f(*lane);
+    }
+  }
+}
+
 reactor_lane& completion_reactor::lane_for(const void* key) {
   auto& slot = m_lanes[key];
   if (!slot) {
@@ -157,7 +183,8 @@ bool completion_reactor::submit(wait_node& w) noexcept {
       w.status = {completion_state::failed, 2 /* cudaErrorMemoryAllocation */};
       return false;
     }
-    if (lane->head == nullptr) {
+    const bool new_head = lane->head == nullptr;
+    if (new_head) {
       // Only the oldest of a lane may be asked; this one is, so an already finished
       // operation costs one query and no suspension.
       m_counters.queries.fetch_add(1, std::memory_order_relaxed);
@@ -197,10 +224,13 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     }
     ++lane->waits;
     w.state = node_state::waiting;
+    // The new head was queried above, under this lock, after every bell value a sweep has
+    // kept: work that finishes from now on rings its bell anew, so its group needs no mark.
     if (!lane->active) {
-      lane->active = true;
-      m_active.push_back(lane);
-      m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
+      activate_locked(*lane, false);
+    } else if (new_head && listed_bell(*lane) != w.bell) {
+      deactivate_locked(*lane); // emptied by a withdrawal, listed where its new head is not
+      activate_locked(*lane, false);
     }
     m_last_progress_ns.store(now, std::memory_order_relaxed);
     if (m_spin_lapsed.load(std::memory_order_relaxed)) {
@@ -229,6 +259,11 @@ std::uint64_t elapsed(std::uint64_t now, std::uint64_t since) noexcept {
 void completion_reactor::unlink_locked(wait_node& w, std::uint64_t now) noexcept {
   m_load.pending_wait_ns += elapsed(now, w.submitted_ns);
   reactor_lane& lane = *w.lane;
+  if (w.prev == nullptr && lane.group != nullptr) {
+    // A new oldest wait, perhaps finished already with its bell's ring taken by an earlier
+    // sweep: the group is swept next time (a sweep clears the mark once it has queried it).
+    lane.group->dirty = true;
+  }
   (w.prev != nullptr ? w.prev->next : lane.head) = w.next;
   (w.next != nullptr ? w.next->prev : lane.tail) = w.prev;
   w.prev = w.next = nullptr;
@@ -364,13 +399,22 @@ void completion_reactor::hand_over_locked(wait_node& w, resume_batch* batch) noe
 
 void completion_reactor::fail_all_locked(completion_state why, int error,
                                          resume_batch* batch) noexcept {
-  for (reactor_lane* lane : m_active) {
-    while (lane->head != nullptr) {
-      resolve_locked(*lane->head, {why, error}, batch);
+  const auto fail_lanes = [&](std::vector<reactor_lane*>& lanes) {
+    for (reactor_lane* lane : lanes) {
+      while (lane->head != nullptr) {
+        resolve_locked(*lane->head, {why, error}, batch);
+      }
+      lane->active = false;
+      lane->group = nullptr;
     }
-    lane->active = false;
+    lanes.clear();
+  };
+  fail_lanes(m_active);
+  for (detail::lane_group* g : m_busy_groups) {
+    fail_lanes(g->lanes);
   }
-  m_active.clear();
+  m_busy_groups.clear();
+  m_active_count = 0;
   m_active_lanes.store(0, std::memory_order_relaxed);
 }
 
@@ -502,46 +546,132 @@ std::size_t completion_reactor::end_stops() noexcept {
   return n;
 }
 
-std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
-  std::size_t resolved = 0;
-  std::uint64_t queries = 0;
-  completion_status lost{};
-  for (std::size_t i = 0; i < m_active.size();) {
-    reactor_lane& lane = *m_active[i];
+bool completion_reactor::sweep_lanes_locked(std::vector<reactor_lane*>& lanes,
+                                            detail::lane_group* group, bool probe,
+                                            sweep_tally& tally) noexcept {
+  for (std::size_t i = 0; i < lanes.size();) {
+    reactor_lane& lane = *lanes[i];
     while (lane.head != nullptr) {
-      ++queries;
+      ++tally.queries;
       const completion_status st =
           probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
       if (st.state == completion_state::pending) {
         break;
       }
       if (st.state == completion_state::context_lost) {
-        lost = st;
-        break;
+        tally.lost = st;
+        return false;
       }
       resolve_locked(*lane.head, st);
-      ++resolved;
-    }
-    if (lost.state == completion_state::context_lost) {
-      break;
+      ++tally.resolved;
     }
     if (lane.head == nullptr) {
-      lane.active = false;
-      m_active[i] = m_active.back();
-      m_active.pop_back();
-      m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
+      remove_listed_locked(lanes, group, i); // the last lane takes place i
+    } else if (lane.head->bell != listed_bell(lane) &&
+               (group != nullptr || join_group_locked(lane, lane.head->bell))) {
+      // Its oldest wait rings another bell (or none): listed where that one is, or the group
+      // would be skipped while the wait finishes. (A lane of m_active that cannot join a
+      // group, out of memory, stays there: m_active is always swept.)
+      if (group != nullptr) {
+        remove_listed_locked(lanes, group, i);
+        activate_locked(lane, true);
+      } else {
+        lane.group->dirty = true; // joined its group above
+        lanes[i] = lanes.back();
+        lanes.pop_back();
+      }
     } else {
       ++i;
     }
   }
-  if (lost.state == completion_state::context_lost) {
-    // A sticky error: nothing on any lane can finish any more, so nothing may hang.
-    resolved += m_pending_count.load(std::memory_order_relaxed);
-    fail_all_locked(completion_state::context_lost, lost.error);
+  return true;
+}
+
+std::size_t completion_reactor::sweep_locked(bool probe) noexcept {
+  sweep_tally tally;
+  bool alive = sweep_lanes_locked(m_active, nullptr, probe, tally);
+  for (std::size_t g = 0; alive && g < m_busy_groups.size();) {
+    detail::lane_group& group = *m_busy_groups[g];
+    const std::uint64_t rung =
+        std::atomic_ref<std::uint64_t>(*group.bell)
+            .load(std::memory_order_acquire); // before the lanes' words: their writes came first
+    if (!probe && !group.dirty && rung == group.seen) {
+      ++g; // nothing of this group finished since its last sweep
+      continue;
+    }
+    group.seen = rung;
+    alive = sweep_lanes_locked(group.lanes, &group, probe, tally);
+    group.dirty = false; // every oldest wait of it was queried after `rung` was read
+    if (g < m_busy_groups.size() && m_busy_groups[g] == &group) {
+      ++g; // (an emptied group left, and the last one took its place)
+    }
   }
-  m_counters.queries.fetch_add(queries, std::memory_order_relaxed);
+  if (!alive) {
+    // A sticky error: nothing on any lane can finish any more, so nothing may hang.
+    tally.resolved += m_pending_count.load(std::memory_order_relaxed);
+    fail_all_locked(completion_state::context_lost, tally.lost.error);
+  }
+  m_counters.queries.fetch_add(tally.queries, std::memory_order_relaxed);
   m_counters.sweeps.fetch_add(1, std::memory_order_relaxed);
-  return resolved;
+  return tally.resolved;
+}
+
+std::uint64_t* completion_reactor::listed_bell(const reactor_lane& lane) noexcept {
+  return lane.group != nullptr ? lane.group->bell : nullptr;
+}
+
+bool completion_reactor::join_group_locked(reactor_lane& lane, std::uint64_t* bell) noexcept {
+  try {
+    auto& slot = m_groups[bell];
+    if (!slot) {
+      slot = std::make_unique<detail::lane_group>();
+      slot->bell = bell;
+    }
+    detail::lane_group& g = *slot;
+    g.lanes.push_back(&lane);
+    if (g.lanes.size() == 1) {
+      try {
+        m_busy_groups.push_back(&g);
+      } catch (...) {
+        g.lanes.pop_back();
+        throw;
+      }
+      g.index = m_busy_groups.size() - 1;
+    }
+    lane.group = &g;
+    return true;
+  } catch (...) {
+    return false; // out of memory: the caller lists the lane in m_active, always swept
+  }
+}
+
+void completion_reactor::activate_locked(reactor_lane& lane, bool mark) noexcept {
+  std::uint64_t* const bell = lane.head != nullptr ? lane.head->bell : nullptr;
+  if (bell != nullptr && join_group_locked(lane, bell)) {
+    lane.group->dirty = lane.group->dirty || mark;
+  } else {
+    lane.group = nullptr;
+    m_active.push_back(&lane);
+  }
+  lane.active = true;
+  m_active_lanes.store(++m_active_count, std::memory_order_relaxed);
+}
+
+void completion_reactor::remove_listed_locked(std::vector<reactor_lane*>& lanes,
+                                              detail::lane_group* group, std::size_t i) noexcept {
+  reactor_lane& lane = *lanes[i];
+  lanes[i] = lanes.back();
+  lanes.pop_back();
+  lane.active = false;
+  lane.group = nullptr;
+  m_active_lanes.store(--m_active_count, std::memory_order_relaxed);
+  if (group != nullptr && lanes.empty()) {
+    // Out of the groups a sweep reads; the last one takes its place.
+    detail::lane_group* const last = m_busy_groups.back();
+    m_busy_groups[group->index] = last;
+    last->index = group->index;
+    m_busy_groups.pop_back();
+  }
 }
 
 std::size_t completion_reactor::run_ready_inline() {
@@ -621,7 +751,7 @@ std::size_t completion_reactor::poll_waits() {
         m_stop_head.load(std::memory_order_relaxed) != nullptr ? take_stops_locked(stops) : 0;
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    const bool probe = !m_active.empty() &&
+    const bool probe = m_active_count != 0 &&
                        now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
                        now >= m_next_probe_ns;
     n = sweep_locked(probe);
@@ -719,13 +849,11 @@ void completion_reactor::deactivate_locked(reactor_lane& lane) noexcept {
   if (!lane.active) {
     return;
   }
-  const auto at = std::find(m_active.begin(), m_active.end(), &lane);
-  if (at != m_active.end()) {
-    *at = m_active.back();
-    m_active.pop_back();
-    m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
+  auto& lanes = lane.group != nullptr ? lane.group->lanes : m_active;
+  const auto at = std::find(lanes.begin(), lanes.end(), &lane);
+  if (at != lanes.end()) {
+    remove_listed_locked(lanes, lane.group, static_cast<std::size_t>(at - lanes.begin()));
   }
-  lane.active = false;
 }
 
 // Idle polling outside the lock: claim one lane whose oldest wait nobody else queries (the
@@ -761,10 +889,7 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
           continue;
         }
         if (l->head == nullptr) { // emptied by a withdrawal
-          m_active[i] = m_active.back();
-          m_active.pop_back();
-          m_active_lanes.store(m_active.size(), std::memory_order_relaxed);
-          l->active = false;
+          remove_listed_locked(m_active, nullptr, i);
           continue;
         }
         lane = l;
@@ -952,11 +1077,11 @@ reactor_stats completion_reactor::stats() const {
   }
   const std::lock_guard lock(m_mutex);
   s.pending = m_pending_count.load(std::memory_order_relaxed);
-  for (const reactor_lane* lane : m_active) {
-    if (lane->size != 0) {
-      s.lanes.push_back({lane->key, lane->size});
+  for_each_active_locked([&](const reactor_lane& lane) {
+    if (lane.size != 0) {
+      s.lanes.push_back({lane.key, lane.size});
     }
-  }
+  });
   s.lane_waits.reserve(m_lanes.size());
   for (const auto& [key, lane] : m_lanes) {
     s.lane_waits.push_back({key, lane->waits});
@@ -966,14 +1091,14 @@ reactor_stats completion_reactor::stats() const {
   const std::uint64_t now = now_ns();
   if (s.pending != 0) { // the spells in progress (a walk over the pending waits: stats only)
     m.busy_ns += elapsed(now, m.busy_since_ns);
-    for (const reactor_lane* lane : m_active) {
-      if (lane->size != 0) {
-        m.busy_lane_ns += elapsed(now, lane->busy_since_ns);
+    for_each_active_locked([&](const reactor_lane& lane) {
+      if (lane.size != 0) {
+        m.busy_lane_ns += elapsed(now, lane.busy_since_ns);
       }
-      for (const wait_node* w = lane->head; w != nullptr; w = w->next) {
+      for (const wait_node* w = lane.head; w != nullptr; w = w->next) {
         m.pending_wait_ns += elapsed(now, w->submitted_ns);
       }
-    }
+    });
   }
   s.lanes_created = m.lanes_created;
   s.peak_pending = m.peak_pending;
@@ -1020,7 +1145,7 @@ void completion_reactor::thread_main(std::stop_token stop) {
     std::uint64_t last_progress = 0;
     {
       const std::lock_guard lock(m_mutex);
-      idle = m_active.empty() && m_ready_head == nullptr &&
+      idle = m_active_count == 0 && m_ready_head == nullptr &&
              m_stop_head.load(std::memory_order_relaxed) == nullptr &&
              m_companion_work.load(std::memory_order_relaxed) == 0;
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);

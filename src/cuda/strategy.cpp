@@ -8,6 +8,7 @@
 #include <cuda.h> // types only: libcuda is reached through cudaGetDriverEntryPointByVersion
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +60,7 @@ void arm_pooled_event(event_pool& pool, cudaStream_t s, wait_node& w) {
   }
   w.token = reinterpret_cast<std::uintptr_t>(e);
   w.source_data = &g_owned_tag;
+  w.bell = nullptr;
 }
 
 //! A stream's health, for strategies whose query cannot see errors.
@@ -275,17 +277,48 @@ write_value64_fn load_write_value64() {
   return reinterpret_cast<write_value64_fn>(fn);
 }
 
+using batch_mem_op_fn = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*,
+                                     unsigned int);
+
+//! cuStreamBatchMemOp, or nullptr where the driver lacks it (the doorbells are then off).
+batch_mem_op_fn load_batch_mem_op() noexcept {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<batch_mem_op_fn>(fn);
+}
+
+//! Each stream's counter word sits in a block of mapped host memory. Past `bells_from`
+//! streams, an await also rings its group's doorbell (`wait_node::bell`): one word per 64
+//! counters, written after the counter in the same batch of stream memory operations with a
+//! value never written before (the ticket and the counter's place in the group), so that a
+//! reactor sweep over thousands of stalled streams reads one doorbell per 64 of them instead
+//! of every counter. Below that, one write per await as before: a sweep of a few hundred
+//! words costs less than the second write.
 class timeline_source final : public gpu_completion_source {
   static constexpr std::size_t words_per_block = 512;
+  static constexpr std::size_t lanes_per_bell = 64;
+  static constexpr std::size_t words_per_line = 8; // a doorbell per cache line
+  static constexpr std::size_t bells_per_block = words_per_block / lanes_per_bell;
+  static constexpr std::size_t block_words = words_per_block + bells_per_block * words_per_line;
+  static constexpr std::size_t bells_from = 512;
   struct lane {
     std::uint64_t* word = nullptr;
     CUdeviceptr device_word = 0;
+    std::uint64_t* bell = nullptr;
+    CUdeviceptr device_bell = 0;
+    std::uint64_t place = 0; // its place among the counters of its bell (0-63)
     std::uint64_t next_ticket = 0;
     std::unique_ptr<std::mutex> mutex = std::make_unique<std::mutex>();
   };
 
 public:
-  timeline_source() : m_write(load_write_value64()) {}
+  timeline_source() : m_write(load_write_value64()), m_batch(load_batch_mem_op()) {}
   ~timeline_source() override {
     for (void* b : m_blocks) {
       check_noexcept("timeline strategy", cudaFreeHost(b), "cudaFreeHost");
@@ -300,9 +333,11 @@ public:
       return;
     }
     lane* lp = nullptr;
+    bool ring = false;
     {
       const std::lock_guard lock(m_mutex); // the lane table only
       lp = &lane_for(s);
+      ring = m_batch != nullptr && m_lanes.size() >= bells_from;
     }
     lane& l = *lp;
     // Each lane's lock orders its ticket numbers with its writes (two threads arming the same
@@ -310,9 +345,26 @@ public:
     // parallel instead of queueing behind one driver call at a time.
     const std::lock_guard lane_lock(*l.mutex);
     const std::uint64_t ticket = l.next_ticket + 1;
-    const CUresult r = m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */);
-    if (r != CUDA_SUCCESS) {
-      throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamWriteValue64");
+    if (ring) {
+      // The counter, then the doorbell: a default write fences the writes before it, so a
+      // reader that sees the ring sees the counter too.
+      std::array<CUstreamBatchMemOpParams, 2> ops{};
+      ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      ops[0].writeValue.address = l.device_word;
+      ops[0].writeValue.value64 = ticket;
+      ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      ops[1].writeValue.address = l.device_bell;
+      ops[1].writeValue.value64 = ticket * lanes_per_bell + l.place;
+      if (m_batch(s, 2, ops.data(), 0) != CUDA_SUCCESS) {
+        throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamBatchMemOp");
+      }
+      w.bell = l.bell;
+    } else {
+      if (m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */) !=
+          CUDA_SUCCESS) {
+        throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamWriteValue64");
+      }
+      w.bell = nullptr;
     }
     l.next_ticket = ticket;
     w.token = ticket;
@@ -404,21 +456,29 @@ private:
     if (m_used == words_per_block || m_blocks.empty()) {
       void* b = nullptr;
       CUAWAIT_CUDA_CHECK("timeline strategy",
-                         cudaHostAlloc(&b, words_per_block * sizeof(std::uint64_t),
+                         cudaHostAlloc(&b, block_words * sizeof(std::uint64_t),
                                        cudaHostAllocMapped | cudaHostAllocPortable));
+      std::fill_n(static_cast<std::uint64_t*>(b), block_words, std::uint64_t{0});
       m_blocks.push_back(b);
       m_used = 0;
     }
-    lane l;
-    l.word = static_cast<std::uint64_t*>(m_blocks.back()) + m_used++;
-    *l.word = 0;
+    auto* const block = static_cast<std::uint64_t*>(m_blocks.back());
     void* dev = nullptr;
-    CUAWAIT_CUDA_CHECK("timeline strategy", cudaHostGetDevicePointer(&dev, l.word, 0));
-    l.device_word = reinterpret_cast<CUdeviceptr>(dev);
+    CUAWAIT_CUDA_CHECK("timeline strategy", cudaHostGetDevicePointer(&dev, block, 0));
+    const auto device_block = reinterpret_cast<CUdeviceptr>(dev);
+    const std::size_t i = m_used++;
+    const std::size_t bell = words_per_block + i / lanes_per_bell * words_per_line;
+    lane l;
+    l.word = block + i;
+    l.device_word = device_block + i * sizeof(std::uint64_t);
+    l.bell = block + bell;
+    l.device_bell = device_block + bell * sizeof(std::uint64_t);
+    l.place = i % lanes_per_bell;
     return m_lanes.emplace(s, std::move(l)).first->second;
   }
 
   write_value64_fn m_write;
+  batch_mem_op_fn m_batch;
   event_pool m_events{cudaEventDisableTiming, device_at_construction()};
   std::atomic<std::uint64_t> m_events_until_ns{0};
   mutable std::mutex m_mutex;

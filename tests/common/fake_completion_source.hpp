@@ -87,16 +87,24 @@ private:
   std::atomic<std::uint64_t> m_retired{0};
 };
 
+//! Rings a doorbell as finishing work does: a value never written to it before.
+inline void ring(std::uint64_t& bell) {
+  std::atomic_ref<std::uint64_t>(bell).fetch_add(1, std::memory_order_release);
+}
+
 //! `co_await fake_wait{reactor, lane, token}` suspends until the fake completes `token`
 //! and yields the completion status. Like a GPU `operation`, it honours a stop token (the
 //! one given, else the awaiting coroutine's): a stop request throws `operation_cancelled`.
 class fake_wait {
 public:
+  //! `bell`: the doorbell the test rings (`ring`) after completing `token` (see
+  //! `wait_node::bell`), or nullptr.
   fake_wait(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
-            std::stop_token stop = {})
+            std::stop_token stop = {}, std::uint64_t* bell = nullptr)
       : m_reactor(&r), m_stop(std::move(stop)) {
     m_wait.node().lane_key = reinterpret_cast<const void*>(lane);
     m_wait.node().token = token;
+    m_wait.node().bell = bell;
     m_wait.node().operation = "fake";
   }
   fake_wait(fake_wait&&) noexcept = default; // before it is awaited (when_any moves it)

@@ -9,9 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -219,6 +222,59 @@ TEST_P(StrategyTest, ManyCoroutinesOnManyStreams) {
   for (int i = 0; i < streams; ++i) {
     EXPECT_EQ(out[i], per) << i;
   }
+}
+
+// A thousand streams, each stalled behind one kernel the host holds, one coroutine awaiting
+// each: none resumes before the release, every one after (past 512 streams the timeline
+// strategy's sweeps read one doorbell per 64 streams: a lane it skipped wrongly would hang).
+TEST_P(StrategyTest, AThousandStreamsStalledBehindOneKernelResumeOnceItEnds) {
+  constexpr int streams = 1000;
+  cuawait::test::spin_control ctl;
+  ASSERT_NE(ctl.device, nullptr);
+  device_ints d(streams);
+  ASSERT_EQ(cudaMemset(d.p, 0, streams * sizeof(int)), cudaSuccess);
+  // Load add_one's module first: lazy loading while the gate spins could wait for the gate.
+  add_one<<<1, 1>>>(d.p, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cu::stream gate_stream;
+  cu::event gate_done;
+  gate_stream.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
+                     ctl.device + 1);
+  gate_stream.record(gate_done);
+  std::vector<cu::stream> ss(streams);
+  std::atomic<int> resumed{0};
+  const auto body = [&]() -> task<void> {
+    std::vector<task<void>> jobs;
+    for (int i = 0; i < streams; ++i) {
+      jobs.push_back(
+          [](cu::stream_ref s, cudaEvent_t gate, int* p, std::atomic<int>& n) -> task<void> {
+            CUAWAIT_CUDA_CHECK("test", cudaStreamWaitEvent(s.get(), gate, 0));
+            co_await s.launch(add_one, dim3(1), dim3(1), p, 1);
+            n.fetch_add(1);
+          }(ss[i], gate_done.get(), d.p + i, resumed));
+    }
+    co_await cuawait::when_all(std::move(jobs));
+  };
+  auto t = body();
+  std::thread waiter([&] {
+    const cu::context_scope here(*m_context);
+    cuawait::sync_wait(std::move(t));
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (m_context->reactor().reactor().pending() < std::size_t{streams} &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(m_context->reactor().reactor().pending(), std::size_t{streams});
+  EXPECT_EQ(resumed.load(), 0) << "a wait resumed before its work could run";
+  ctl.release();
+  waiter.join();
+  EXPECT_EQ(ctl.outcome(), 1) << "the gate kernel timed out";
+  EXPECT_EQ(resumed.load(), streams);
+  std::vector<int> out(streams, -1);
+  ASSERT_EQ(cudaMemcpy(out.data(), d.p, streams * sizeof(int), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(std::count(out.begin(), out.end(), 1), streams);
 }
 
 TEST_P(StrategyTest, EnqueueErrorsThrowAtTheCallAndTryAwaitReturnsResults) {

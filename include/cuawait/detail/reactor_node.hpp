@@ -68,8 +68,13 @@ struct wait_node {
   std::uint64_t token = 0;         //!< what the source needs to answer (event, ticket...)
   void* source_data = nullptr;     //!< more of the same, source-defined
   const char* operation = nullptr; //!< what is awaited ("kernel launch"...), for errors/traces
-  std::coroutine_handle<> handle;  //!< the coroutine to resume
-  executor* exec = nullptr;        //!< where to resume it; nullptr: on the reactor's thread
+  //! Set by the source (or nullptr): a word that the finishing work writes after whatever
+  //! `query` reads, with a value never written to it before, and that many lanes share (a
+  //! doorbell). While it keeps the value the reactor last read, none of the lanes whose
+  //! oldest wait names it has progressed, so a sweep skips them all with one read.
+  std::uint64_t* bell = nullptr;
+  std::coroutine_handle<> handle; //!< the coroutine to resume
+  executor* exec = nullptr;       //!< where to resume it; nullptr: on the reactor's thread
   priority prio = priority::normal;
   //! The worker of `exec` it suspended on (`executor::post_near`), or `~0u`.
   std::uint32_t home = ~std::uint32_t{0};
