@@ -5,7 +5,9 @@
 //! The interface between the completion reactor (CUDA-free) and whatever knows whether a
 //! piece of asynchronous work has finished: the CUDA completion strategies, or a fake in
 //! tests. The reactor keeps waits in FIFO order per lane (a CUDA stream) and asks the
-//! source only about the oldest wait of each lane.
+//! source only about the oldest wait of each lane. A source may also give a wait a doorbell
+//! (`wait_node::bell`, set when it arms the wait): the reactor then asks about the lanes of
+//! that bell only when the bell's value changed since it last looked.
 
 #include "cuawait/detail/reactor_node.hpp"
 
