@@ -81,6 +81,13 @@ waiter wait_on(completion_reactor& r, std::uintptr_t lane, std::uint64_t token, 
   out.order = g_order.fetch_add(1);
 }
 
+waiter wait_on_bell(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
+                    std::uint64_t* bell, outcome& out) {
+  out.status = co_await fake_wait(r, lane, token, {}, bell);
+  out.resumed = true;
+  out.order = g_order.fetch_add(1);
+}
+
 //! Token of the i-th wait on lane l.
 std::uint64_t tok(std::uint64_t l, std::uint64_t i) { return (l << 32) | i; }
 
@@ -472,23 +479,29 @@ TEST(ReactorTest, TracingHooksSeeSuspendCompleteResumeAndWithdraw) {
 
 // Many threads suspend coroutines while another completes work and the reactor's thread
 // resumes them (parking and waking as it goes): every wait resumes exactly once.
+// With bells, the completer rings lane t's bell (shared by two lanes) after each completion.
 TEST(ReactorTest, StressSubmittersCompleterAndPollerInParallel) {
-  for (const bool notifies : {false, true}) {
+  for (const auto [notifies, bells] : {std::pair{false, false}, {true, false}, {false, true}}) {
     fake_completion_source src(notifies);
     reactor_options opts;
     opts.spin_window = std::chrono::microseconds(50); // park often
     opts.park_poll = std::chrono::microseconds(100);
+    if (bells) {
+      opts.stall_probe = std::chrono::hours(1); // probes sweep every lane: none here
+    }
     completion_reactor r(src, opts);
     src.attach(&r);
     constexpr int threads = 4, per_thread = 500;
+    std::vector<std::uint64_t> bell(2, 0);
+    const auto bell_of = [&](int t) { return bells ? &bell[t % 2] : nullptr; };
     std::vector<outcome> out(threads * per_thread);
     std::vector<std::vector<waiter>> ws(threads);
     std::vector<std::thread> submitters;
     for (int t = 0; t < threads; ++t) {
       submitters.emplace_back([&, t] {
         for (int i = 0; i < per_thread; ++i) {
-          ws[t].push_back(
-              wait_on(r, static_cast<std::uintptr_t>(t + 1), tok(t, i), out[t * per_thread + i]));
+          ws[t].push_back(wait_on_bell(r, static_cast<std::uintptr_t>(t + 1), tok(t, i), bell_of(t),
+                                       out[t * per_thread + i]));
         }
       });
     }
@@ -496,6 +509,9 @@ TEST(ReactorTest, StressSubmittersCompleterAndPollerInParallel) {
       for (int i = 0; i < per_thread; ++i) {
         for (int t = 0; t < threads; ++t) {
           src.complete(tok(t, i));
+          if (bells) {
+            cuawait::test::ring(bell[t % 2]);
+          }
         }
       }
     });
@@ -652,13 +668,6 @@ namespace {
 
 using cuawait::test::ring;
 
-waiter wait_on_bell(completion_reactor& r, std::uintptr_t lane, std::uint64_t token,
-                    std::uint64_t* bell, outcome& out) {
-  out.status = co_await fake_wait(r, lane, token, {}, bell);
-  out.resumed = true;
-  out.order = g_order.fetch_add(1);
-}
-
 reactor_options manual_no_probe() {
   reactor_options o = manual();
   o.stall_probe = std::chrono::hours(1); // probes query every lane: none in these tests
@@ -775,47 +784,6 @@ TEST(ReactorTest, ALaneMovesBetweenBellsAsItsOldestWaitChanges) {
     }
   }
   EXPECT_EQ(r.pending(), 0U);
-}
-
-// Submitters, a completer that rings after each completion, and the reactor's own polling
-// thread in parallel (run under TSan in CI): nothing is lost.
-TEST(ReactorTest, StressWithBellsSubmittersRingerAndPollerInParallel) {
-  fake_completion_source src;
-  reactor_options opts;
-  opts.spin_window = std::chrono::microseconds(50); // park often
-  opts.park_poll = std::chrono::microseconds(100);
-  opts.stall_probe = std::chrono::hours(1);
-  completion_reactor r(src, opts);
-  constexpr int threads = 4, per_thread = 500;
-  std::vector<std::uint64_t> bells(2, 0);
-  std::vector<outcome> out(threads * per_thread);
-  std::vector<std::vector<waiter>> ws(threads);
-  std::vector<std::thread> submitters;
-  for (int t = 0; t < threads; ++t) {
-    submitters.emplace_back([&, t] {
-      for (int i = 0; i < per_thread; ++i) {
-        ws[t].push_back(wait_on_bell(r, static_cast<std::uintptr_t>(t + 1), tok(t, i),
-                                     &bells[t % 2], out[t * per_thread + i]));
-      }
-    });
-  }
-  std::thread completer([&] {
-    for (int i = 0; i < per_thread; ++i) {
-      for (int t = 0; t < threads; ++t) {
-        src.complete(tok(t, i));
-        ring(bells[t % 2]);
-      }
-    }
-  });
-  for (auto& s : submitters) {
-    s.join();
-  }
-  completer.join();
-  r.drain();
-  for (const outcome& o : out) {
-    ASSERT_TRUE(o.resumed);
-    EXPECT_EQ(o.status.state, completion_state::done);
-  }
 }
 
 } // namespace
