@@ -8,6 +8,8 @@
 
 #include <cuawait/cuda.hpp>
 
+#include <cuda.h>
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -33,12 +35,6 @@ __global__ void sleep_kernel(long long ns) {
   while (clock64() - start < ns * 2) {
   }
 }
-__global__ void gate_kernel(const volatile int* release, long long give_up_clocks) {
-  const long long start = clock64();
-  while (*release == 0 && clock64() - start < give_up_clocks) {
-  }
-}
-
 double us(clk::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -130,12 +126,38 @@ void completions_together(cu::strategy st, int streams) {
   std::fflush(stdout);
 }
 
-//! The cost of a poll while `streams` streams each hold one wait that cannot finish: every
-//! stream waits (through an event) for one gate kernel spinning on a host flag, and one
-//! coroutine per stream awaits the stream. Host time and source queries per poll (at most 200
-//! polls or 2 s). The gate gives up after about 10 s, so a launch that blocks on a full GPU
-//! queue costs time instead of hanging; the figure is then marked invalid.
+using wait_value32_fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+//! cuStreamWaitValue32 from the driver (the runtime has no such call).
+wait_value32_fn load_wait_value32() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<wait_value32_fn>(fn);
+}
+
+//! The cost of a poll while `streams` streams each hold one wait that cannot finish yet, and
+//! while they finish one at a time. Stream i waits (cuStreamWaitValue32, "at least i + 1")
+//! for a host-mapped counter that the host raises; one coroutine per stream awaits the
+//! stream. First every stream awaits once with nothing to wait for (the steady state of a
+//! program that uses that many streams: the strategy knows them all). Then:
+//! - idle: the counter stays at 0; host time and source queries per poll (at most 200 polls
+//!   or 2 s);
+//! - one at a time: the host raises the counter by one and polls until that stream's wait
+//!   resumes, 500 times; host time and queries per poll, host time per completion.
+//! Waits that the GPU cannot start do not hold a kernel slot (a gate kernel per stream
+//! would), but the GPU's queues still fill at some thousands of streams: the stream at which
+//! the launching thread blocked is reported (the counter is then raised to let it go on).
 void idle_poll(cu::strategy st, int streams) {
+  static const wait_value32_fn wait_value = load_wait_value32();
+  if (wait_value == nullptr) {
+    std::printf("%-13s idle poll: cuStreamWaitValue32 not available\n", cu::to_string(st));
+    return;
+  }
   cuawait::reactor_options manual;
   manual.start_thread = false;
   cu::device_context ctx(cu::device_context_options{.completion = st, .reactor = manual});
@@ -143,88 +165,90 @@ void idle_poll(cu::strategy st, int streams) {
   cu::gpu_reactor& polled = ctx.reactor();
   const auto t_start = clk::now();
   std::vector<cu::stream> ss(streams);
-  cu::stream gate_stream;
-  cu::event gate_done;
-  int* gate = nullptr;
-  int* gate_dev = nullptr;
-  (void)cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocMapped);
-  *gate = 0;
-  (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_dev), gate, 0);
-  gate_kernel<<<1, 1, 0, gate_stream.get()>>>(gate_dev, 4'000'000'000LL); // ~2 s
-  gate_stream.record(gate_done);
   std::atomic<int> done{0};
+  const auto await_each = [&] {
+    for (int i = 0; i < streams; ++i) {
+      [](cu::stream_ref y, std::atomic<int>& d) -> detached {
+        co_await y;
+        d.fetch_add(1);
+      }(ss[i], done);
+    }
+  };
+  await_each(); // the warm-up round: nothing to wait for
+  while (done.load() < streams) {
+    polled.reactor().poll();
+  }
+  done.store(0);
+  std::uint32_t* counter = nullptr;
+  std::uint32_t* counter_dev = nullptr;
+  (void)cudaHostAlloc(reinterpret_cast<void**>(&counter), sizeof(std::uint32_t),
+                      cudaHostAllocMapped);
+  std::atomic_ref<std::uint32_t> raised(*counter);
+  raised.store(0);
+  (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&counter_dev), counter, 0);
   int blocked_at = -1; // the first stream whose set-up waited for the GPU's queue to drain
   for (int i = 0; i < streams; ++i) {
     const auto t0 = clk::now();
-    (void)cudaStreamWaitEvent(ss[i].get(), gate_done.get(), 0);
+    (void)wait_value(ss[i].get(), reinterpret_cast<CUdeviceptr>(counter_dev),
+                     static_cast<cuuint32_t>(i + 1), 0 /* CU_STREAM_WAIT_VALUE_GEQ */);
     [](cu::stream_ref y, std::atomic<int>& d) -> detached {
       co_await y;
       d.fetch_add(1);
     }(ss[i], done);
     if (blocked_at < 0 && clk::now() - t0 > std::chrono::milliseconds(500)) {
       blocked_at = i;
+      raised.store(static_cast<std::uint32_t>(streams)); // let the rest go on
     }
   }
   const double setup_s = std::chrono::duration<double>(clk::now() - t_start).count();
-  int polls = 0;
-  const auto q0 = polled.stats().queries;
-  const double c0 = thread_cpu_ns();
-  for (const auto p0 = clk::now(); polls < 200 && clk::now() - p0 < std::chrono::seconds(2);
-       ++polls) {
-    polled.reactor().poll();
-  }
-  const double c1 = thread_cpu_ns();
-  const bool valid = done.load() == 0 && cudaEventQuery(gate_done.get()) == cudaErrorNotReady;
-  std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
-              "%.0f queries per poll (%s; %d polls, set-up %.2f s)%s",
-              cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
-              double(polled.stats().queries - q0) / polls,
-              st == cu::strategy::timeline ? "memory reads, plus stream probes after a stall"
-                                           : "driver calls",
-              polls, setup_s, valid ? "" : " INVALID: the gate opened during the polls");
+  const char* what = st == cu::strategy::timeline
+                         ? "memory reads (doorbells past 512 streams), plus probes after a stall"
+                         : "driver calls";
   if (blocked_at >= 0) {
-    std::printf(" (the launching thread blocked on a full GPU queue at stream %d)", blocked_at);
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-  if (blocked_at < 0) {
-    // Beside the stalled streams, one stream finishes one wait at a time (a chain of empty
-    // kernels, each awaited by one coroutine resumed inline by the polls): the cost of a poll
-    // when completions come one per poll. The launches run inside the polls and are counted.
-    constexpr int ticks = 500;
-    cu::stream ticker;
-    std::atomic<int> ticked{0};
-    const auto tq0 = polled.stats().queries;
-    const double tc0 = thread_cpu_ns();
-    [](cu::stream_ref x, std::atomic<int>& t) -> detached {
-      for (int k = 0; k < ticks; ++k) {
-        co_await x.launch(empty_kernel, dim3(1), dim3(1));
-        t.fetch_add(1);
-      }
-    }(ticker, ticked);
-    int tpolls = 0;
-    for (const auto p0 = clk::now();
-         ticked.load() < ticks && clk::now() - p0 < std::chrono::seconds(2); ++tpolls) {
+    std::printf("%-13s %d streams: not measured, the launching thread blocked on a full GPU "
+                "queue at stream %d (set-up %.2f s)\n",
+                cu::to_string(st), streams, blocked_at, setup_s);
+  } else {
+    int polls = 0;
+    auto q0 = polled.stats().queries;
+    double c0 = thread_cpu_ns();
+    for (const auto p0 = clk::now(); polls < 200 && clk::now() - p0 < std::chrono::seconds(2);
+         ++polls) {
       polled.reactor().poll();
     }
-    const double tc1 = thread_cpu_ns();
-    const bool tvalid = ticked.load() == ticks && done.load() == 0 &&
-                        cudaEventQuery(gate_done.get()) == cudaErrorNotReady;
-    std::printf("%-13s %d streams stalled, one more finishing %d waits one at a time: %.2f us "
-                "host time per poll (launches included), %.2f us per completion, %.0f queries "
-                "per poll (%d polls)%s\n",
-                cu::to_string(st), streams, ticks, (tc1 - tc0) / 1000.0 / std::max(tpolls, 1),
-                (tc1 - tc0) / 1000.0 / std::max(ticked.load(), 1),
-                double(polled.stats().queries - tq0) / std::max(tpolls, 1), tpolls,
-                tvalid ? "" : " INVALID: the gate opened, or the waits did not all finish");
-    std::fflush(stdout);
+    double c1 = thread_cpu_ns();
+    std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
+                "%.1f queries per poll (%s; %d polls, set-up %.2f s)%s\n",
+                cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
+                double(polled.stats().queries - q0) / polls, what, polls, setup_s,
+                done.load() == 0 ? "" : " INVALID: a wait finished");
+    const int ones = std::min(500, streams);
+    polls = 0;
+    q0 = polled.stats().queries;
+    c0 = thread_cpu_ns();
+    const auto p0 = clk::now();
+    for (int k = 1; k <= ones && clk::now() - p0 < std::chrono::seconds(5); ++k) {
+      raised.store(static_cast<std::uint32_t>(k));
+      while (done.load() < k && clk::now() - p0 < std::chrono::seconds(5)) {
+        polled.reactor().poll();
+        ++polls;
+      }
+    }
+    c1 = thread_cpu_ns();
+    std::printf("%-13s %d streams stalled, finishing one at a time (%d): %.2f us host time "
+                "per poll, %.1f queries per poll, %.2f us per completion (%d polls)%s\n",
+                cu::to_string(st), streams, ones, (c1 - c0) / 1000.0 / std::max(polls, 1),
+                double(polled.stats().queries - q0) / std::max(polls, 1),
+                (c1 - c0) / 1000.0 / std::max(done.load(), 1), polls,
+                done.load() == ones ? "" : " INVALID: not all finished, or more than raised");
   }
-  reinterpret_cast<volatile int*>(gate)[0] = 1;
-  (void)cudaDeviceSynchronize();
+  std::fflush(stdout);
+  raised.store(static_cast<std::uint32_t>(streams));
   while (done.load() < streams) {
     polled.reactor().poll();
   }
-  (void)cudaFreeHost(gate);
+  (void)cudaDeviceSynchronize();
+  (void)cudaFreeHost(counter);
 }
 
 void latency(cu::strategy st, int iters, bool quick) {
@@ -376,7 +400,8 @@ void cycles_run(cu::strategy st, long cycles) {
 //! together over 100 and over 10,000 streams; create / await / destroy cycles of streams and
 //! of events (flat memory: neither the peak RSS nor the lane count grows); host time and
 //! source queries per poll while 100 to 10,000 streams each hold a wait that does not finish
-//! (the cost an idle lane adds to a poll); the cycles again, fewer, after those phases.
+//! (the cost an idle lane adds to a poll) and while they finish one at a time (`idle_poll`);
+//! the cycles again, fewer, after those phases.
 void scaling(cu::strategy st, long cycles) {
   completions_together(st, 100);
   completions_together(st, 10000);
