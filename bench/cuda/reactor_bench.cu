@@ -150,8 +150,9 @@ wait_value32_fn load_wait_value32() {
 //! - one at a time: the host raises the counter by one and polls until that stream's wait
 //!   resumes, 500 times; host time and queries per poll, host time per completion.
 //! Waits that the GPU cannot start do not hold a kernel slot (a gate kernel per stream
-//! would), but the GPU's queues still fill at some thousands of streams: the stream at which
-//! the launching thread blocked is reported (the counter is then raised to let it go on).
+//! would), but the GPU's queues still fill at some thousands of streams (on the H100 the
+//! 5,000-stream set-up never returned without the watchdog): the stream at which the launching
+//! thread blocked is reported (a watchdog raises the counter to let it go on).
 void idle_poll(cu::strategy st, int streams) {
   static const wait_value32_fn wait_value = load_wait_value32();
   if (wait_value == nullptr) {
@@ -186,28 +187,44 @@ void idle_poll(cu::strategy st, int streams) {
   std::atomic_ref<std::uint32_t> raised(*counter);
   raised.store(0);
   (void)cudaHostGetDevicePointer(reinterpret_cast<void**>(&counter_dev), counter, 0);
-  int blocked_at = -1; // the first stream whose set-up waited for the GPU's queue to drain
+  // A full GPU queue blocks the launching thread until the GPU makes room, which it never
+  // does while the counter stays at 0: a watchdog raises it when the set-up stalls for 1 s.
+  std::atomic<int> next{0};
+  std::atomic<int> blocked_at{-1}; // the stream whose set-up waited for the GPU's queue
+  std::jthread watchdog([&](std::stop_token stop) {
+    int seen = -1;
+    auto since = clk::now();
+    while (!stop.stop_requested() && blocked_at.load() < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int now = next.load();
+      if (now != seen) {
+        seen = now;
+        since = clk::now();
+      } else if (now < streams && clk::now() - since > std::chrono::seconds(1)) {
+        blocked_at.store(now);
+        raised.store(static_cast<std::uint32_t>(streams)); // let the rest go on
+      }
+    }
+  });
   for (int i = 0; i < streams; ++i) {
-    const auto t0 = clk::now();
     (void)wait_value(ss[i].get(), reinterpret_cast<CUdeviceptr>(counter_dev),
                      static_cast<cuuint32_t>(i + 1), 0 /* CU_STREAM_WAIT_VALUE_GEQ */);
     [](cu::stream_ref y, std::atomic<int>& d) -> detached {
       co_await y;
       d.fetch_add(1);
     }(ss[i], done);
-    if (blocked_at < 0 && clk::now() - t0 > std::chrono::milliseconds(500)) {
-      blocked_at = i;
-      raised.store(static_cast<std::uint32_t>(streams)); // let the rest go on
-    }
+    next.store(i + 1);
   }
+  watchdog.request_stop();
+  watchdog.join();
   const double setup_s = std::chrono::duration<double>(clk::now() - t_start).count();
   const char* what = st == cu::strategy::timeline
                          ? "memory reads (doorbells past 512 streams), plus probes after a stall"
                          : "driver calls";
-  if (blocked_at >= 0) {
+  if (blocked_at.load() >= 0) {
     std::printf("%-13s %d streams: not measured, the launching thread blocked on a full GPU "
                 "queue at stream %d (set-up %.2f s)\n",
-                cu::to_string(st), streams, blocked_at, setup_s);
+                cu::to_string(st), streams, blocked_at.load(), setup_s);
   } else {
     int polls = 0;
     auto q0 = polled.stats().queries;

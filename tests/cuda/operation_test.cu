@@ -233,12 +233,14 @@ TEST_P(StrategyTest, AThousandStreamsStalledBehindOneKernelResumeOnceItEnds) {
   constexpr int streams = 1000;
   cuawait::test::spin_control ctl;
   ASSERT_NE(ctl.device, nullptr);
+  // The streams exist before the gate runs (made while it ran, the set-up blocked until the
+  // gate gave up, on the H100).
+  std::vector<cu::stream> ss(streams);
   cu::stream gate_stream;
   cu::event gate_done;
   gate_stream.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
                      ctl.device + 1);
   gate_stream.record(gate_done);
-  std::vector<cu::stream> ss(streams);
   std::atomic<int> resumed{0};
   const auto body = [&]() -> task<void> {
     std::vector<task<void>> jobs;
