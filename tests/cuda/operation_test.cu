@@ -233,8 +233,9 @@ TEST_P(StrategyTest, AThousandStreamsStalledBehindOneKernelResumeOnceItEnds) {
   constexpr int streams = 1000;
   cuawait::test::spin_control ctl;
   ASSERT_NE(ctl.device, nullptr);
-  // The streams exist before the gate runs (made while it ran, the set-up blocked until the
-  // gate gave up, on the H100).
+  // The streams are made before the gate runs. When this test made them while the gate ran,
+  // no job started until the gate gave up (H100). The reactor bench, which makes its streams
+  // first, held 5,000 of them behind a gate.
   std::vector<cu::stream> ss(streams);
   cu::stream gate_stream;
   cu::event gate_done;
