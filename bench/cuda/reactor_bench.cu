@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// cuawait-bench-reactor [--quick] [--strategy NAME] [--scaling CYCLES]
+// cuawait-bench-reactor [--quick] [--strategy NAME] [--scaling CYCLES] [--idle COUNTS]
 // Launch -> coroutine resumed, per strategy, against raw cudaEventQuery spinning and
 // cudaStreamSynchronize; long kernels; reactor CPU per completion with 10,000 waits over
 // 100 streams; co_await of finished work; idle CPU with 1,000 waiters on a 1 s kernel.
 // --scaling N: instead, the reactor's scaling over 100 to 10,000 streams and N create /
 // await / destroy cycles of streams and of events (see `scaling`).
+// --idle N,M,...: instead, only the stalled-stream figures at those stream counts (`idle_poll`).
 
 #include <cuawait/cuda.hpp>
 
@@ -434,7 +435,8 @@ void scaling(cu::strategy st, long cycles) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  long scaling_cycles = 0; // --scaling N: only the scaling figures, with N cycles
+  long scaling_cycles = 0;      // --scaling N: only the scaling figures, with N cycles
+  std::vector<int> idle_counts; // --idle N,M,...: only the stalled-stream figures at those counts
   std::vector<cu::strategy> which = {cu::strategy::event_poll, cu::strategy::timeline,
                                      cu::strategy::stream_poll, cu::strategy::host_callback,
                                      cu::strategy::blocking_sync};
@@ -443,12 +445,31 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (std::strcmp(argv[i], "--scaling") == 0 && i + 1 < argc) {
       scaling_cycles = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        const long n = std::strtol(p, &end, 10);
+        if (end == p || n <= 0) {
+          std::fprintf(stderr, "--idle: expected stream counts such as 5000,10000\n");
+          return 2;
+        }
+        idle_counts.push_back(static_cast<int>(n));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (std::strcmp(argv[i], "--strategy") == 0 && i + 1 < argc) {
       which = {cu::parse_strategy(argv[++i]).value_or(cu::default_strategy)};
     }
   }
   if (cu::device_count() == 0) {
     std::printf("no CUDA device: skipping\n");
+    return 0;
+  }
+  if (!idle_counts.empty()) {
+    for (const auto st : which.size() == 1 ? which : std::vector{cu::default_strategy}) {
+      for (const int n : idle_counts) {
+        idle_poll(st, n);
+      }
+    }
     return 0;
   }
   if (scaling_cycles > 0) {
