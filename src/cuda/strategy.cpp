@@ -337,7 +337,8 @@ public:
     {
       const std::lock_guard lock(m_mutex); // the lane table only
       lp = &lane_for(s);
-      ring = m_batch != nullptr && m_lanes.size() >= bells_from;
+      ring = m_batch != nullptr && m_lanes.size() >= bells_from &&
+             m_bells.load(std::memory_order_relaxed);
     }
     lane& l = *lp;
     // Each lane's lock orders its ticket numbers with its writes (two threads arming the same
@@ -345,6 +346,8 @@ public:
     // parallel instead of queueing behind one driver call at a time.
     const std::lock_guard lane_lock(*l.mutex);
     const std::uint64_t ticket = l.next_ticket + 1;
+    w.bell = nullptr;
+    bool written = false;
     if (ring) {
       // The counter, then the doorbell: a default write fences the writes before it, so a
       // reader that sees the ring sees the counter too.
@@ -355,16 +358,21 @@ public:
       ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
       ops[1].writeValue.address = l.device_bell;
       ops[1].writeValue.value64 = ticket * lanes_per_bell + l.place;
-      if (m_batch(s, 2, ops.data(), 0) != CUDA_SUCCESS) {
-        throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamBatchMemOp");
+      written = m_batch(s, 2, ops.data(), 0) == CUDA_SUCCESS;
+      if (written) {
+        w.bell = l.bell;
       }
-      w.bell = l.bell;
-    } else {
+    }
+    if (!written) {
       if (m_write(s, l.device_word, ticket, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT */) !=
           CUDA_SUCCESS) {
         throw cuda_error(cudaErrorLaunchFailure, w.operation, "cuStreamWriteValue64");
       }
-      w.bell = nullptr;
+      if (ring) {
+        // The single write works where the batch did not (a driver or device without batched
+        // memory operations): no more bells, and sweeps read every counter as below 512.
+        m_bells.store(false, std::memory_order_relaxed);
+      }
     }
     l.next_ticket = ticket;
     w.token = ticket;
@@ -479,6 +487,7 @@ private:
 
   write_value64_fn m_write;
   batch_mem_op_fn m_batch;
+  std::atomic<bool> m_bells{true}; // false once a batched write failed where a single one did not
   event_pool m_events{cudaEventDisableTiming, device_at_construction()};
   std::atomic<std::uint64_t> m_events_until_ns{0};
   mutable std::mutex m_mutex;
