@@ -12,6 +12,8 @@
 //
 //   cuawait-reactor_sweep_bench [--lanes N,M,...]   (default 1000,10000,100000)
 
+#include "common/detached.hpp"
+
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
 #include "cuawait/detail/reactor_wait.hpp"
@@ -25,7 +27,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <exception>
 #include <random>
 #include <vector>
 
@@ -47,15 +48,7 @@ public:
   [[nodiscard]] bool unlocked_queries() const noexcept override { return true; }
 };
 
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
+using cuawait::test::detached;
 
 class counter_wait {
 public:

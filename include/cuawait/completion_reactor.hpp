@@ -280,7 +280,6 @@ private:
   std::vector<detail::reactor_lane*> m_active;
   std::unordered_map<const std::uint64_t*, std::unique_ptr<detail::lane_group>> m_groups;
   std::vector<detail::lane_group*> m_busy_groups;
-  std::size_t m_active_count = 0;            // lanes in m_active and in the busy groups
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
   detail::wait_node* m_ready_tail = nullptr;
   // Inline resumptions taken off the ready list and not yet returned: drain() waits for
@@ -298,10 +297,11 @@ private:
   // The pollers were told to stop spinning (spin window lapsed) and nothing progressed
   // since: what a poll finds now counts in reactor_stats::completions_after_spin.
   mutable std::atomic<bool> m_spin_lapsed{false};
-  std::atomic<bool> m_idle_polling{false};    // an executor thread is in poll_idle()
-  std::atomic<std::size_t> m_claimed{0};      // lanes claimed by idle threads now
-  std::atomic<std::size_t> m_active_lanes{0}; // m_active_count, readable without the lock
-  std::size_t m_claim_cursor = 0;             // guarded by m_mutex
+  std::atomic<bool> m_idle_polling{false}; // an executor thread is in poll_idle()
+  std::atomic<std::size_t> m_claimed{0};   // lanes claimed by idle threads now
+  // Lanes in m_active and in the busy groups: written under m_mutex, read also without it.
+  std::atomic<std::size_t> m_active_lanes{0};
+  std::size_t m_claim_cursor = 0; // guarded by m_mutex
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 

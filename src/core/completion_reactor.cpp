@@ -414,7 +414,6 @@ void completion_reactor::fail_all_locked(completion_state why, int error,
     fail_lanes(g->lanes);
   }
   m_busy_groups.clear();
-  m_active_count = 0;
   m_active_lanes.store(0, std::memory_order_relaxed);
 }
 
@@ -567,19 +566,18 @@ bool completion_reactor::sweep_lanes_locked(std::vector<reactor_lane*>& lanes,
     }
     if (lane.head == nullptr) {
       remove_listed_locked(lanes, group, i); // the last lane takes place i
-    } else if (lane.head->bell != listed_bell(lane) &&
-               (group != nullptr || join_group_locked(lane, lane.head->bell))) {
-      // Its oldest wait rings another bell (or none): listed where that one is, or the group
-      // would be skipped while the wait finishes. (A lane of m_active that cannot join a
-      // group, out of memory, stays there: m_active is always swept.)
-      if (group != nullptr) {
-        remove_listed_locked(lanes, group, i);
-        activate_locked(lane, true);
-      } else {
-        lane.group->dirty = true; // joined its group above
-        lanes[i] = lanes.back();
-        lanes.pop_back();
-      }
+    } else if (group != nullptr && lane.head->bell != group->bell) {
+      // Its oldest wait rings another bell (or none): listed where that one is, or this group
+      // would be skipped while the wait finishes.
+      remove_listed_locked(lanes, group, i);
+      activate_locked(lane, true);
+    } else if (group == nullptr && lane.head->bell != nullptr &&
+               join_group_locked(lane, lane.head->bell)) {
+      // Into the group of its oldest wait's bell (out of memory it stays here, always swept);
+      // still active, so only taken off m_active.
+      lane.group->dirty = true;
+      lanes[i] = lanes.back();
+      lanes.pop_back();
     } else {
       ++i;
     }
@@ -654,7 +652,9 @@ void completion_reactor::activate_locked(reactor_lane& lane, bool mark) noexcept
     m_active.push_back(&lane);
   }
   lane.active = true;
-  m_active_lanes.store(++m_active_count, std::memory_order_relaxed);
+  // Written under the lock only: a load and a store, no read-modify-write.
+  m_active_lanes.store(m_active_lanes.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
 }
 
 void completion_reactor::remove_listed_locked(std::vector<reactor_lane*>& lanes,
@@ -664,7 +664,8 @@ void completion_reactor::remove_listed_locked(std::vector<reactor_lane*>& lanes,
   lanes.pop_back();
   lane.active = false;
   lane.group = nullptr;
-  m_active_lanes.store(--m_active_count, std::memory_order_relaxed);
+  m_active_lanes.store(m_active_lanes.load(std::memory_order_relaxed) - 1,
+                       std::memory_order_relaxed);
   if (group != nullptr && lanes.empty()) {
     // Out of the groups a sweep reads; the last one takes its place.
     detail::lane_group* const last = m_busy_groups.back();
@@ -751,7 +752,7 @@ std::size_t completion_reactor::poll_waits() {
         m_stop_head.load(std::memory_order_relaxed) != nullptr ? take_stops_locked(stops) : 0;
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    const bool probe = m_active_count != 0 &&
+    const bool probe = m_active_lanes.load(std::memory_order_relaxed) != 0 &&
                        now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
                        now >= m_next_probe_ns;
     n = sweep_locked(probe);
@@ -1145,7 +1146,7 @@ void completion_reactor::thread_main(std::stop_token stop) {
     std::uint64_t last_progress = 0;
     {
       const std::lock_guard lock(m_mutex);
-      idle = m_active_count == 0 && m_ready_head == nullptr &&
+      idle = m_active_lanes.load(std::memory_order_relaxed) == 0 && m_ready_head == nullptr &&
              m_stop_head.load(std::memory_order_relaxed) == nullptr &&
              m_companion_work.load(std::memory_order_relaxed) == 0;
       last_progress = m_last_progress_ns.load(std::memory_order_relaxed);
