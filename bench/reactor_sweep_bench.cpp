@@ -6,6 +6,8 @@
 // - idle: host time and queries per poll while no wait finishes;
 // - one at a time: 1,000 waits (lanes in a random order) finish one per poll; host time per
 //   poll (the poll that finds and resumes the wait).
+// Then, without bells, 10,000 waits over 100 and over 10,000 lanes that all finished before
+// one poll: host time per completion (resolution and inline resumption).
 // The words are written by this thread, so they are in its cache when read; on a GPU the
 // written words and bells come from the device, so each costs a cache miss more. A model of
 // the reactor's own work, not a GPU figure (cuawait-bench-reactor --idle measures that).
@@ -52,10 +54,12 @@ using cuawait::test::detached;
 
 class counter_wait {
 public:
-  counter_wait(completion_reactor& r, std::uint64_t* word, std::uint64_t* bell) : m_reactor(&r) {
+  counter_wait(completion_reactor& r, std::uint64_t* word, std::uint64_t* bell,
+               std::uint64_t ticket = 1)
+      : m_reactor(&r) {
     m_wait.node().lane_key = word;
     m_wait.node().source_data = word;
-    m_wait.node().token = 1;
+    m_wait.node().token = ticket;
     m_wait.node().bell = bell;
     m_wait.node().operation = "bench";
   }
@@ -69,8 +73,8 @@ private:
 };
 
 detached wait_one(completion_reactor& r, std::uint64_t* word, std::uint64_t* bell,
-                  std::atomic<int>& done) {
-  co_await counter_wait(r, word, bell);
+                  std::atomic<int>& done, std::uint64_t ticket = 1) {
+  co_await counter_wait(r, word, bell, ticket);
   done.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -150,6 +154,39 @@ void run(int lanes, bool bells) {
   }
 }
 
+//! 10,000 waits over `lanes` lanes (tickets 1, 2, ... in each lane's order), all finished
+//! before the first poll: host time per completion of the polls that resolve and resume
+//! them (the GPU bench's "waits finished together", without bells).
+void together(int lanes) {
+  constexpr int waits = 10000;
+  counter_source src;
+  cuawait::reactor_options o;
+  o.start_thread = false;
+  o.stall_probe = std::chrono::hours(1);
+  completion_reactor r(src, o);
+  std::vector<std::uint64_t> words(static_cast<std::size_t>(lanes), 0);
+  std::atomic<int> done{0};
+  for (int i = 0; i < waits; ++i) {
+    const auto l = static_cast<std::size_t>(i % lanes);
+    wait_one(r, &words[l], nullptr, done, static_cast<std::uint64_t>(i / lanes) + 1);
+  }
+  for (std::uint64_t& w : words) {
+    std::atomic_ref<std::uint64_t>(w).store(waits, std::memory_order_release);
+  }
+  const auto q0 = r.stats().queries;
+  int polls = 0;
+  const double c0 = thread_cpu_ns();
+  while (done.load(std::memory_order_relaxed) < waits) {
+    r.poll();
+    ++polls;
+  }
+  const double c1 = thread_cpu_ns();
+  std::printf("%7d lanes, 10,000 waits finished together: %8.3f us per completion, %5.2f "
+              "queries per completion, %d polls\n",
+              lanes, (c1 - c0) / 1000.0 / waits, double(r.stats().queries - q0) / waits, polls);
+  std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -173,4 +210,6 @@ int main(int argc, char** argv) {
     run(n, false);
     run(n, true);
   }
+  together(100);
+  together(10000);
 }

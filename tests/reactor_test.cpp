@@ -481,7 +481,7 @@ TEST(ReactorTest, TracingHooksSeeSuspendCompleteResumeAndWithdraw) {
 // resumes them (parking and waking as it goes): every wait resumes exactly once.
 // With bells, the completer rings lane t's bell (shared by two lanes) after each completion.
 TEST(ReactorTest, StressSubmittersCompleterAndPollerInParallel) {
-  for (const auto [notifies, bells] : {std::pair{false, false}, {true, false}, {false, true}}) {
+  for (const auto& [notifies, bells] : {std::pair{false, false}, {true, false}, {false, true}}) {
     fake_completion_source src(notifies);
     reactor_options opts;
     opts.spin_window = std::chrono::microseconds(50); // park often
@@ -720,6 +720,68 @@ TEST(ReactorTest, ASweepQueriesOnlyTheLanesOfBellsThatRang) {
   }
   EXPECT_LE(src.queries() - start, order.size() * per_group);
   EXPECT_EQ(r.pending(), 0U);
+}
+
+// Waits submitted stream by stream in turn (a job per stream, again and again) that all
+// finished before a poll resume in turn too: each stream's oldest first, then each one's
+// next, never one stream's whole backlog before another stream's first wait. Lanes of
+// unequal depth, with and without bells, and one lane whose third wait is still running.
+TEST(ReactorTest, WaitsFinishedTogetherResumeRoundByRoundAcrossLanes) {
+  for (const bool bells : {false, true}) {
+    fake_completion_source src;
+    completion_reactor r(src, manual_no_probe());
+    constexpr int lanes = 4;
+    const int depth[lanes] = {5, 1, 3, 4};
+    std::uint64_t bell = 0;
+    std::vector<outcome> out(lanes * 5);
+    std::vector<waiter> ws;
+    std::vector<int> submitted; // places in `out`, in the order submitted
+    for (int i = 0; i < 5; ++i) {
+      for (int l = 0; l < lanes; ++l) {
+        if (i < depth[l]) {
+          const int k = l * 5 + i;
+          ws.push_back(bells ? wait_on_bell(r, l + 1, tok(l, i), &bell, out[k])
+                             : wait_on(r, l + 1, tok(l, i), out[k]));
+          submitted.push_back(k);
+        }
+      }
+    }
+    for (const int k : submitted) {
+      if (k != 3 * 5 + 2) { // lane 3's third wait runs on
+        src.complete(tok(k / 5, k % 5));
+      }
+    }
+    ring(bell);
+    r.poll();
+    std::vector<int> resumed; // places in `out`, in the order resumed
+    for (const int k : submitted) {
+      if (out[k].resumed) {
+        resumed.push_back(k);
+      }
+    }
+    std::vector<int> expected;
+    for (const int k : submitted) {
+      if (k % 5 < 2 || k / 5 != 3) {
+        expected.push_back(k);
+      }
+    }
+    EXPECT_EQ(resumed, expected) << "which waits resumed";
+    // Round by round: a lane's (i+1)-th wait never before another lane's i-th. (Within a
+    // round the lanes' order is the reactor's.)
+    std::sort(resumed.begin(), resumed.end(),
+              [&](int a, int b) { return out[a].order < out[b].order; });
+    for (std::size_t j = 1; j < resumed.size(); ++j) {
+      EXPECT_LE(resumed[j - 1] % 5, resumed[j] % 5)
+          << "wait " << resumed[j - 1] % 5 << " of lane " << resumed[j - 1] / 5
+          << " resumed after wait " << resumed[j] % 5 << " of lane " << resumed[j] / 5
+          << (bells ? " (with a bell)" : " (without bells)");
+    }
+    src.complete(tok(3, 2));
+    ring(bell);
+    r.poll();
+    EXPECT_TRUE(out[3 * 5 + 3].resumed);
+    EXPECT_EQ(r.pending(), 0U);
+  }
 }
 
 // Finished work whose bell already rang while an older wait of its lane was pending: when the

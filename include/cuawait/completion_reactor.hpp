@@ -233,6 +233,15 @@ private:
   std::size_t sweep_locked(bool probe) noexcept;
   bool sweep_lanes_locked(std::vector<detail::reactor_lane*>& lanes, detail::lane_group* group,
                           bool probe, sweep_tally& tally) noexcept;
+  enum class head_outcome : std::uint8_t { pending, resolved, lost };
+  head_outcome resolve_head_locked(detail::reactor_lane& lane, bool probe,
+                                   sweep_tally& tally) noexcept;
+  bool defer_lane_locked(detail::reactor_lane& lane, std::size_t i, bool probe,
+                         sweep_tally& tally) noexcept;
+  bool resolve_rounds_locked(std::vector<detail::reactor_lane*>& lanes, bool probe,
+                             sweep_tally& tally) noexcept;
+  bool relist_locked(std::vector<detail::reactor_lane*>& lanes, detail::lane_group* group,
+                     std::size_t i) noexcept;
   static std::uint64_t* listed_bell(const detail::reactor_lane& lane) noexcept;
   bool join_group_locked(detail::reactor_lane& lane, std::uint64_t* bell) noexcept;
   void activate_locked(detail::reactor_lane& lane, bool mark) noexcept;
@@ -280,6 +289,10 @@ private:
   std::vector<detail::reactor_lane*> m_active;
   std::unordered_map<const std::uint64_t*, std::unique_ptr<detail::lane_group>> m_groups;
   std::vector<detail::lane_group*> m_busy_groups;
+  // A sweep's scratch (kept for their capacity): the places of the lanes that resolved their
+  // oldest wait and have more (m_hot), and those of them still resolving (m_round).
+  std::vector<std::size_t> m_hot;
+  std::vector<std::size_t> m_round;
   detail::wait_node* m_ready_head = nullptr; // resolved waits to resume inline, FIFO
   detail::wait_node* m_ready_tail = nullptr;
   // Inline resumptions taken off the ready list and not yet returned: drain() waits for

@@ -545,42 +545,142 @@ std::size_t completion_reactor::end_stops() noexcept {
   return n;
 }
 
+completion_reactor::head_outcome
+completion_reactor::resolve_head_locked(reactor_lane& lane, bool probe,
+                                        sweep_tally& tally) noexcept {
+  ++tally.queries;
+  const completion_status st = probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
+  if (st.state == completion_state::pending) {
+    return head_outcome::pending;
+  }
+  if (st.state == completion_state::context_lost) {
+    tally.lost = st;
+    return head_outcome::lost;
+  }
+  resolve_locked(*lane.head, st);
+  ++tally.resolved;
+  return head_outcome::resolved;
+}
+
+bool completion_reactor::relist_locked(std::vector<reactor_lane*>& lanes, detail::lane_group* group,
+                                       std::size_t i) noexcept {
+  reactor_lane& lane = *lanes[i];
+  if (lane.head == nullptr) {
+    remove_listed_locked(lanes, group, i); // the last lane takes place i
+    return false;
+  }
+  if (group != nullptr && lane.head->bell != group->bell) {
+    // Its oldest wait rings another bell (or none): listed where that one is, or this group
+    // would be skipped while the wait finishes.
+    remove_listed_locked(lanes, group, i);
+    activate_locked(lane, true);
+    return false;
+  }
+  if (group == nullptr && lane.head->bell != nullptr && join_group_locked(lane, lane.head->bell)) {
+    // Into the group of its oldest wait's bell (out of memory it stays here, always swept);
+    // still active, so only taken off m_active.
+    lane.group->dirty = true;
+    lanes[i] = lanes.back();
+    lanes.pop_back();
+    return false;
+  }
+  return true;
+}
+
+bool completion_reactor::defer_lane_locked(reactor_lane& lane, std::size_t i, bool probe,
+                                           sweep_tally& tally) noexcept {
+  try {
+    m_hot.push_back(i);
+    return true;
+  } catch (...) { // out of memory: this lane is drained now, stream by stream
+    head_outcome more = head_outcome::resolved;
+    while (lane.head != nullptr && more == head_outcome::resolved) {
+      more = resolve_head_locked(lane, probe, tally);
+    }
+    return false; // (a lost context is in tally.lost)
+  }
+}
+
 bool completion_reactor::sweep_lanes_locked(std::vector<reactor_lane*>& lanes,
                                             detail::lane_group* group, bool probe,
                                             sweep_tally& tally) noexcept {
+  // Round by round: each lane's oldest wait first, then the next of the lanes whose oldest
+  // finished, and so on. The waits resume about in the order the GPU finished them (not one
+  // stream's whole backlog before the next stream's first), and their nodes are visited in
+  // the order they were submitted, which is kinder to the caches than stream by stream.
+  m_hot.clear();
   for (std::size_t i = 0; i < lanes.size();) {
     reactor_lane& lane = *lanes[i];
-    while (lane.head != nullptr) {
+    if (lane.head != nullptr) { // (a lane emptied by a withdrawal has none: only dropped)
       ++tally.queries;
       const completion_status st =
           probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
-      if (st.state == completion_state::pending) {
-        break;
-      }
       if (st.state == completion_state::context_lost) {
         tally.lost = st;
         return false;
       }
-      resolve_locked(*lane.head, st);
-      ++tally.resolved;
+      if (st.state != completion_state::pending) {
+        resolve_locked(*lane.head, st);
+        ++tally.resolved;
+        if (lane.head != nullptr && defer_lane_locked(lane, i, probe, tally)) {
+          ++i; // lanes before i keep their places until the sweep's end
+          continue;
+        }
+        if (tally.lost.state == completion_state::context_lost) {
+          return false;
+        }
+      }
     }
-    if (lane.head == nullptr) {
-      remove_listed_locked(lanes, group, i); // the last lane takes place i
-    } else if (group != nullptr && lane.head->bell != group->bell) {
-      // Its oldest wait rings another bell (or none): listed where that one is, or this group
-      // would be skipped while the wait finishes.
-      remove_listed_locked(lanes, group, i);
-      activate_locked(lane, true);
-    } else if (group == nullptr && lane.head->bell != nullptr &&
-               join_group_locked(lane, lane.head->bell)) {
-      // Into the group of its oldest wait's bell (out of memory it stays here, always swept);
-      // still active, so only taken off m_active.
-      lane.group->dirty = true;
-      lanes[i] = lanes.back();
-      lanes.pop_back();
-    } else {
+    // The common case inline: a lane still waiting, listed where its oldest wait's bell is.
+    const bool stays = lane.head != nullptr && lane.head->bell == listed_bell(lane);
+    if (stays || relist_locked(lanes, group, i)) {
       ++i;
     }
+  }
+  if (m_hot.empty()) {
+    return true;
+  }
+  if (!resolve_rounds_locked(lanes, probe, tally)) {
+    return false;
+  }
+  // Highest place first: a removal moves the last lane into the place, and every lane after
+  // it has been relisted already.
+  for (std::size_t k = m_hot.size(); k-- != 0;) {
+    (void)relist_locked(lanes, group, m_hot[k]);
+  }
+  return true;
+}
+
+bool completion_reactor::resolve_rounds_locked(std::vector<reactor_lane*>& lanes, bool probe,
+                                               sweep_tally& tally) noexcept {
+  try {
+    m_round.assign(m_hot.begin(), m_hot.end());
+  } catch (...) { // out of memory: lane by lane
+    for (const std::size_t i : m_hot) {
+      reactor_lane& lane = *lanes[i];
+      head_outcome more = head_outcome::resolved;
+      while (lane.head != nullptr && more == head_outcome::resolved) {
+        more = resolve_head_locked(lane, probe, tally);
+      }
+      if (more == head_outcome::lost) {
+        return false;
+      }
+    }
+    return true;
+  }
+  while (!m_round.empty()) {
+    std::size_t kept = 0;
+    for (const std::size_t i : m_round) {
+      reactor_lane& lane = *lanes[i];
+      const head_outcome r = resolve_head_locked(lane, probe, tally);
+      if (r == head_outcome::lost) {
+        return false;
+      }
+      if (r == head_outcome::resolved && lane.head != nullptr) {
+        m_round[kept++] = i;
+      }
+    }
+    m_round.resize(kept);
   }
   return true;
 }
