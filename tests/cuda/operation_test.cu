@@ -233,10 +233,18 @@ TEST_P(StrategyTest, AThousandStreamsStalledBehindOneKernelResumeOnceItEnds) {
   constexpr int streams = 1000;
   cuawait::test::spin_control ctl;
   ASSERT_NE(ctl.device, nullptr);
-  // The streams are made before the gate runs. When this test made them while the gate ran,
-  // no job started until the gate gave up (H100). The reactor bench, which makes its streams
-  // first, held 5,000 of them behind a gate.
+  // The streams are made, and awaited once, before the gate runs: the first await on a
+  // stream sets up its completion marker (the timeline strategy's counter words live in
+  // pinned host memory, `cudaHostAlloc`ed a block at a time, which may wait for running
+  // kernels). When this test made its streams while the gate ran, no job started until the
+  // gate gave up (H100); the reactor bench, which warms its streams up first, held 5,000 of
+  // them behind a gate.
   std::vector<cu::stream> ss(streams);
+  cuawait::sync_wait([&]() -> task<void> {
+    for (cu::stream& s : ss) {
+      co_await s;
+    }
+  }());
   cu::stream gate_stream;
   cu::event gate_done;
   gate_stream.launch(cuawait::test::spin_until_released, dim3(1), dim3(1), ctl.device,
