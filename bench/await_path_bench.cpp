@@ -10,7 +10,6 @@
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
-#include "cuawait/detail/reactor_wait.hpp"
 #include "cuawait/sync_wait.hpp"
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"

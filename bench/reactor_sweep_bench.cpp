@@ -18,7 +18,6 @@
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
-#include "cuawait/detail/reactor_wait.hpp"
 
 #include <algorithm>
 #include <atomic>

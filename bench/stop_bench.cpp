@@ -15,7 +15,6 @@
 #include "cuawait/cancellation.hpp"
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
-#include "cuawait/detail/reactor_wait.hpp"
 #include "cuawait/thread_pool.hpp"
 
 #include <algorithm>

@@ -8,7 +8,6 @@
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
-#include "cuawait/detail/reactor_wait.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -21,7 +21,7 @@
 //! Rules of a region:
 //! - Operations on the stream are recorded, not run. Awaiting one there (`co_await
 //!   s.copy(...)`, `co_await s`) is an error naming the operation, thrown at once (see
-//!   detail/capture_guard.hpp), never a hang.
+//!   `detail::throw_if_capturing` in operation.hpp), never a hang.
 //! - The region uses `cudaStreamCaptureModeRelaxed`: a coroutine that suspends on something
 //!   else (a channel, a mutex) and resumes on another pool thread inside the region keeps
 //!   working, and the region may end on a thread other than the one that began it (other
@@ -36,9 +36,9 @@
 //!   the error propagates, and the stream is usable again. A capture that CUDA invalidated
 //!   silently fails when the region ends, naming the region's source location.
 
-#include "cuawait/cuda/detail/capture_guard.hpp"
 #include "cuawait/cuda/error.hpp"
 #include "cuawait/cuda/graph.hpp"
+#include "cuawait/cuda/operation.hpp"
 #include "cuawait/cuda/stream.hpp"
 #include "cuawait/task.hpp"
 

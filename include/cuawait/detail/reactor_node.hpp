@@ -79,9 +79,9 @@ struct wait_node {
   //! The worker of `exec` it suspended on (`executor::post_near`), or `~0u`.
   std::uint32_t home = ~std::uint32_t{0};
   //! Set by an awaiter that a stop request can end: the flag of the arrival handshake
-  //! between its `await_suspend` and whoever ends the wait (see reactor_wait.hpp). The
-  //! second to set it resumes the coroutine. nullptr: no handshake, the reactor resumes the
-  //! coroutine as soon as it resolves the wait.
+  //! between its `await_suspend` and whoever ends the wait (see `reactor_wait` in
+  //! completion_reactor.hpp). The second to set it resumes the coroutine. nullptr: no handshake,
+  //! the reactor resumes the coroutine as soon as it resolves the wait.
   std::atomic<bool>* arrival = nullptr;
   //! Of cancellable waits (`arrival` set): see `stop_claim`. Atomic through `atomic_ref`
   //! (a plain member keeps the node copyable before it is submitted).

@@ -8,9 +8,9 @@
 //! failed or silent peer can never hang.
 
 #include "cuawait/cancellation.hpp"
+#include "cuawait/completion_reactor.hpp"
 #include "cuawait/cuda/library_status.hpp"
 #include "cuawait/cuda/operation.hpp"
-#include "cuawait/detail/reactor_wait.hpp"
 
 #include <nccl.h>
 
