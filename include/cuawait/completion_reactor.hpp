@@ -255,8 +255,10 @@ private:
   enum class head_outcome : std::uint8_t { pending, resolved, lost };
   head_outcome resolve_head_locked(detail::reactor_lane& lane, bool probe,
                                    sweep_tally& tally) noexcept;
-  bool defer_lane_locked(detail::reactor_lane& lane, std::size_t i, bool probe,
-                         sweep_tally& tally) noexcept;
+  //! Resolves `lane`'s waits in order while they are finished; false on a lost context.
+  bool drain_lane_locked(detail::reactor_lane& lane, bool probe, sweep_tally& tally) noexcept;
+  //! Remembers place `i` for the later rounds; false out of memory.
+  bool defer_lane_locked(std::size_t i) noexcept;
   bool resolve_rounds_locked(std::vector<detail::reactor_lane*>& lanes, bool probe,
                              sweep_tally& tally) noexcept;
   bool relist_locked(std::vector<detail::reactor_lane*>& lanes, detail::lane_group* group,

@@ -587,17 +587,21 @@ bool completion_reactor::relist_locked(std::vector<reactor_lane*>& lanes, detail
   return true;
 }
 
-bool completion_reactor::defer_lane_locked(reactor_lane& lane, std::size_t i, bool probe,
+bool completion_reactor::drain_lane_locked(reactor_lane& lane, bool probe,
                                            sweep_tally& tally) noexcept {
+  head_outcome more = head_outcome::resolved;
+  while (lane.head != nullptr && more == head_outcome::resolved) {
+    more = resolve_head_locked(lane, probe, tally);
+  }
+  return more != head_outcome::lost;
+}
+
+bool completion_reactor::defer_lane_locked(std::size_t i) noexcept {
   try {
     m_hot.push_back(i);
     return true;
-  } catch (...) { // out of memory: this lane is drained now, stream by stream
-    head_outcome more = head_outcome::resolved;
-    while (lane.head != nullptr && more == head_outcome::resolved) {
-      more = resolve_head_locked(lane, probe, tally);
-    }
-    return false; // (a lost context is in tally.lost)
+  } catch (...) {
+    return false; // out of memory: the caller drains the lane now, stream by stream
   }
 }
 
@@ -622,12 +626,14 @@ bool completion_reactor::sweep_lanes_locked(std::vector<reactor_lane*>& lanes,
       if (st.state != completion_state::pending) {
         resolve_locked(*lane.head, st);
         ++tally.resolved;
-        if (lane.head != nullptr && defer_lane_locked(lane, i, probe, tally)) {
-          ++i; // lanes before i keep their places until the sweep's end
-          continue;
-        }
-        if (tally.lost.state == completion_state::context_lost) {
-          return false;
+        if (lane.head != nullptr) {
+          if (defer_lane_locked(i)) {
+            ++i; // lanes before i keep their places until the sweep's end
+            continue;
+          }
+          if (!drain_lane_locked(lane, probe, tally)) {
+            return false;
+          }
         }
       }
     }
@@ -657,12 +663,7 @@ bool completion_reactor::resolve_rounds_locked(std::vector<reactor_lane*>& lanes
     m_round.assign(m_hot.begin(), m_hot.end());
   } catch (...) { // out of memory: lane by lane
     for (const std::size_t i : m_hot) {
-      reactor_lane& lane = *lanes[i];
-      head_outcome more = head_outcome::resolved;
-      while (lane.head != nullptr && more == head_outcome::resolved) {
-        more = resolve_head_locked(lane, probe, tally);
-      }
-      if (more == head_outcome::lost) {
+      if (!drain_lane_locked(*lanes[i], probe, tally)) {
         return false;
       }
     }
