@@ -4,6 +4,8 @@
 // destroyed service ends every pending sleep. No test bounds a duration from above.
 
 #include <cuawait/async_event.hpp>
+#include <cuawait/deadline.hpp>
+#include <cuawait/run_loop.hpp>
 #include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
@@ -17,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -101,6 +104,27 @@ TEST(Timer, AStopRequestCancelsASleepAtOnceAndLeavesNothingPending) {
   g.wait();
   EXPECT_EQ(what, "cuawait::sleep cancelled");
   EXPECT_EQ(timers.pending(), 0u);
+}
+
+TEST(Timer, CloseEndsPendingSleepsAndRefusesNewOnes) {
+  ca::timer_service timers;
+  std::string first;
+  std::string later;
+  task_group g;
+  g.spawn_call([&]() -> ca::task<void> {
+    try {
+      co_await timers.sleep_for(1h);
+    } catch (const ca::operation_cancelled& e) {
+      first = e.what();
+    }
+  });
+  EXPECT_EQ(timers.pending(), 1u);
+  timers.close(); // resumes the sleeper here
+  g.wait();
+  EXPECT_EQ(first, "cuawait::sleep cancelled: its timer_service was closed or destroyed");
+  EXPECT_THROW(ca::sync_wait(timers.sleep_for(1h)), ca::operation_cancelled);
+  EXPECT_EQ(timers.pending(), 0u);
+  timers.close(); // idempotent
 }
 
 // Regression: the timer thread waited with `wait_until(lock, first->m_deadline)`, a
@@ -211,7 +235,7 @@ TEST(Timer, DestroyingTheServiceEndsPendingSleepsWithAnError) {
   } // resumes the three sleepers here, with the error
   g.wait();
   EXPECT_EQ(ended.load(), 3);
-  EXPECT_EQ(what, "cuawait::sleep cancelled: its timer_service was destroyed");
+  EXPECT_EQ(what, "cuawait::sleep cancelled: its timer_service was closed or destroyed");
 }
 
 // Many short sleeps from several threads, a third of them cancelled while they may be
@@ -231,6 +255,254 @@ TEST(Timer, StressSleepsAndCancellationsRacingTheTimer) {
         co_await pool.schedule();
         try {
           co_await timers.sleep_for(std::chrono::microseconds(50 * (i % 40)), stops[i].get_token());
+          fired.fetch_add(1);
+        } catch (const ca::operation_cancelled&) {
+          cancelled.fetch_add(1);
+        }
+      });
+    }
+    for (int i = 0; i < sleepers; i += 3) {
+      stops[i].request_stop();
+    }
+    g.wait();
+    left = timers.pending();
+  }
+  EXPECT_EQ(fired.load() + cancelled.load(), sleepers);
+  EXPECT_LE(cancelled.load(), (sleepers + 2) / 3);
+  EXPECT_EQ(left, 0u);
+}
+
+// --- the polled service: no thread; the idle threads of the executors polling it ----------
+
+//! A pool whose idle workers poll `timers`, named as its timer service, and woken by it.
+struct polled_pool {
+  explicit polled_pool(ca::timer_service& timers, std::size_t threads = 2)
+      : service(timers), pool(threads) {
+    timers.set_idle_waker(&wake, &pool);
+    pool.set_idle_source(&timers);
+    pool.set_timer_service(&timers);
+  }
+  polled_pool(const polled_pool&) = delete;
+  polled_pool& operator=(const polled_pool&) = delete;
+  ~polled_pool() {
+    pool.set_idle_source(nullptr);
+    service.set_idle_waker(nullptr, nullptr);
+  }
+  static void wake(void* p) noexcept { static_cast<ca::thread_pool*>(p)->wake_parked_poller(); }
+  ca::timer_service& service;
+  ca::thread_pool pool;
+};
+
+TEST(PolledTimer, AnIdleSourceOnlyWhilePendingAndSpinningOnlyNearADeadline) {
+  ca::timer_service timers{ca::timer_service::polled};
+  EXPECT_TRUE(timers.is_polled());
+  EXPECT_FALSE(timers.idle_pending());
+  EXPECT_FALSE(timers.idle_keep_spinning());
+  EXPECT_EQ(timers.idle_spinners_wanted(), 0u);
+  EXPECT_EQ(timers.poll_idle(), 0u);
+  std::stop_source stop;
+  task_group g;
+  g.spawn_call([&]() -> ca::task<void> {
+    try {
+      co_await timers.sleep_for(1h, stop.get_token());
+    } catch (const ca::operation_cancelled&) {
+    }
+  });
+  EXPECT_TRUE(timers.idle_pending());
+  EXPECT_FALSE(timers.idle_keep_spinning()); // an hour away: park, do not spin
+  EXPECT_EQ(timers.idle_spinners_wanted(), 0u);
+  EXPECT_GT(timers.idle_park_period(), 59min); // park until about the deadline
+  EXPECT_LE(timers.idle_park_period(), 1h);
+  EXPECT_EQ(timers.poll_idle(), 0u); // not due
+  stop.request_stop();
+  g.wait();
+  EXPECT_FALSE(timers.idle_pending());
+}
+
+TEST(PolledTimer, AThreadedServiceGivesPollersNothing) {
+  ca::timer_service timers; // its own thread completes its sleeps
+  EXPECT_FALSE(timers.is_polled());
+  std::stop_source stop;
+  task_group g;
+  g.spawn_call([&]() -> ca::task<void> {
+    try {
+      co_await timers.sleep_for(1h, stop.get_token());
+    } catch (const ca::operation_cancelled&) {
+    }
+  });
+  EXPECT_FALSE(timers.idle_pending()); // a pool polling it would never park for it
+  EXPECT_EQ(timers.poll_idle(), 0u);
+  stop.request_stop();
+  g.wait();
+}
+
+TEST(PolledTimer, PoolWorkersEndSleepsInDeadlineOrderOnThePool) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers);
+  const auto t0 = clock_type::now() + 100ms;
+  std::mutex m;
+  std::vector<int> order;
+  std::atomic<int> wrong{0};
+  task_group g;
+  for (const int k : {3, 1, 2}) {
+    g.spawn_call([&, k]() -> ca::task<void> {
+      co_await p.pool.schedule();
+      // The free function picks the executor's service, not the process-wide one.
+      if (&ca::timer_service::current() != &timers) {
+        wrong.fetch_add(1);
+      }
+      co_await ca::sleep_until(t0 + k * 10ms);
+      if (ca::current_executor() != &p.pool || clock_type::now() < t0 + k * 10ms) {
+        wrong.fetch_add(1);
+      }
+      const std::lock_guard lock(m);
+      order.push_back(k);
+    });
+  }
+  g.wait();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+// No lost wake-up: with an hour-long sleep pending, the pool's poller parks for an hour; a
+// short sleep started later must wake it (through the waker) and end. The bound only turns
+// a hang into a failure.
+TEST(PolledTimer, ANewEarlierSleepWakesAParkedPoller) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers, 3);
+  std::stop_source stop;
+  task_group g;
+  g.spawn_call([&]() -> ca::task<void> {
+    co_await p.pool.schedule();
+    try {
+      co_await ca::sleep_for(1h, stop.get_token());
+    } catch (const ca::operation_cancelled&) {
+    }
+  });
+  for (int round = 0; round < 20; ++round) {
+    std::promise<void> ended;
+    std::future<void> f = ended.get_future();
+    g.spawn_call([&]() -> ca::task<void> {
+      co_await p.pool.schedule();
+      co_await ca::sleep_for(2ms);
+      ended.set_value();
+    });
+    ASSERT_EQ(f.wait_for(60s), std::future_status::ready) << "round " << round;
+  }
+  stop.request_stop();
+  g.wait();
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+// The same from a thread outside the pool: the sleep's coroutine has no executor, so the
+// worker that finds it due resumes it.
+TEST(PolledTimer, ASleepFromAPlainThreadIsEndedByAPoolWorker) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers);
+  const auto main_thread = std::this_thread::get_id();
+  const auto resumed_on = ca::sync_wait([&]() -> ca::task<std::thread::id> {
+    co_await timers.sleep_for(2ms);
+    co_return std::this_thread::get_id();
+  }());
+  EXPECT_NE(resumed_on, main_thread);
+}
+
+// A run loop that polls the service itself: nobody else polls it, and its sleeps (not
+// counted as waits of the loop) still end. A watchdog closes the service if they do not,
+// turning a hang into a failure.
+TEST(PolledTimer, ARunLoopAloneEndsItsSleeps) {
+  ca::timer_service timers{ca::timer_service::polled};
+  ca::run_loop loop;
+  loop.set_idle_source(&timers);
+  loop.set_timer_service(&timers);
+  std::promise<void> finished;
+  std::thread watchdog([&, f = finished.get_future()] {
+    if (f.wait_for(60s) != std::future_status::ready) {
+      timers.close();
+    }
+  });
+  int slept = 0;
+  bool on_loop = true;
+  try {
+    loop.run([&]() -> ca::task<void> {
+      for (int i = 0; i < 3; ++i) {
+        const auto deadline = clock_type::now() + 3ms;
+        co_await ca::sleep_until(deadline);
+        on_loop = on_loop && ca::current_executor() == &loop && clock_type::now() >= deadline;
+        ++slept;
+      }
+    }());
+  } catch (const ca::operation_cancelled&) {
+  }
+  finished.set_value();
+  watchdog.join();
+  loop.set_idle_source(nullptr);
+  EXPECT_EQ(slept, 3);
+  EXPECT_TRUE(on_loop);
+}
+
+TEST(PolledTimer, WithTimeoutOnThePoolUsesItsService) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers);
+  const bool timed_out = ca::sync_wait([&]() -> ca::task<bool> {
+    co_await p.pool.schedule();
+    try {
+      co_await ca::with_timeout(ca::sleep_for(1h), 5ms); // both on the pool's service
+    } catch (const ca::operation_timed_out&) {
+      co_return true;
+    }
+    co_return false;
+  }());
+  EXPECT_TRUE(timed_out);
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+TEST(PolledTimer, ClosingEndsSleepsOnTheirPool) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers);
+  std::atomic<int> cancelled_on_pool{0};
+  std::atomic<int> started{0};
+  task_group g;
+  for (int i = 0; i < 4; ++i) {
+    g.spawn_call([&]() -> ca::task<void> {
+      co_await p.pool.schedule();
+      auto s = ca::sleep_for(1h);
+      started.fetch_add(1);
+      try {
+        co_await std::move(s);
+      } catch (const ca::operation_cancelled&) {
+        if (ca::current_executor() == &p.pool) {
+          cancelled_on_pool.fetch_add(1);
+        }
+      }
+    });
+  }
+  while (timers.pending() != 4) {
+    std::this_thread::yield();
+  }
+  timers.close();
+  g.wait();
+  EXPECT_EQ(cancelled_on_pool.load(), 4);
+}
+
+// Many short sleeps from the pool's workers, a third cancelled while they may be due: each
+// ends exactly once, and nothing stays pending (run under TSan in CI).
+TEST(PolledTimer, StressSleepsAndCancellationsRacingThePollers) {
+  constexpr int sleepers = 2000;
+  std::vector<std::stop_source> stops(sleepers);
+  std::atomic<int> fired{0};
+  std::atomic<int> cancelled{0};
+  std::size_t left = 0;
+  {
+    ca::timer_service timers{ca::timer_service::polled};
+    polled_pool p(timers, 4);
+    task_group g;
+    for (int i = 0; i < sleepers; ++i) {
+      g.spawn_call([&, i]() -> ca::task<void> {
+        co_await p.pool.schedule();
+        try {
+          co_await ca::sleep_for(std::chrono::microseconds(50 * (i % 40)), stops[i].get_token());
           fired.fetch_add(1);
         } catch (const ca::operation_cancelled&) {
           cancelled.fetch_add(1);

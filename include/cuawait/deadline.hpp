@@ -67,7 +67,8 @@ task<R> deadline_task(A awaitable, timer_service* timers, Deadline deadline) {
 //! `co_await with_deadline(a, t)`: the result of `co_await a` if it finishes before `t`
 //! (a steady-clock time), else throws `operation_timed_out` once `a` has stopped.
 //! Nothing starts until the result is awaited (once, as an rvalue). `timers` serves the
-//! deadline (default: `timer_service::global()`).
+//! deadline (default: `timer_service::current()`, the calling executor's service or the
+//! process-wide one).
 //!
 //! @throws operation_timed_out when `t` passed first (when it has passed already, the
 //!         awaitable still starts, and wins only if it finishes without suspending); what
@@ -76,7 +77,7 @@ task<R> deadline_task(A awaitable, timer_service* timers, Deadline deadline) {
 template <concepts::combinator_child A>
 [[nodiscard]] task<detail::wrapped_result_t<A>>
 with_deadline(A&& a, std::chrono::steady_clock::time_point t,
-              timer_service& timers = timer_service::global()) {
+              timer_service& timers = timer_service::current()) {
   return detail::deadline_task<detail::wrapped_result_t<A>, detail::child_param_t<A>>(
       static_cast<A&&>(a), &timers, [t] { return t; });
 }
@@ -86,7 +87,7 @@ with_deadline(A&& a, std::chrono::steady_clock::time_point t,
 template <concepts::combinator_child A, class Rep, class Period>
 [[nodiscard]] task<detail::wrapped_result_t<A>>
 with_timeout(A&& a, std::chrono::duration<Rep, Period> d,
-             timer_service& timers = timer_service::global()) {
+             timer_service& timers = timer_service::current()) {
   const auto timeout = std::chrono::ceil<std::chrono::steady_clock::duration>(d);
   return detail::deadline_task<detail::wrapped_result_t<A>, detail::child_param_t<A>>(
       static_cast<A&&>(a), &timers,

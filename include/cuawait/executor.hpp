@@ -18,6 +18,8 @@ namespace cuawait {
 //! Scheduling priority. Higher runs first among work queued on the same worker.
 enum class priority : std::uint8_t { low = 0, normal = 1, high = 2 };
 
+class timer_service;
+
 //! Number of distinct priorities.
 inline constexpr int priority_count = 3;
 
@@ -45,6 +47,11 @@ public:
     (void)home;
     post(h, p);
   }
+
+  //! The timer service that `sleep_for` / `sleep_until` use for coroutines running here
+  //! (see `timer_service::current()`), or nullptr for the process-wide one. A `runtime`'s
+  //! pool and run loop name its polled service.
+  [[nodiscard]] virtual timer_service* timers() const noexcept { return nullptr; }
 
 protected:
   ~executor() = default;

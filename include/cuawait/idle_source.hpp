@@ -62,6 +62,11 @@ public:
   //! True while work is pending that only polling discovers.
   [[nodiscard]] virtual bool idle_pending() const noexcept = 0;
 
+  //! True when pending work is known to be ready now, without asking anybody (a polled
+  //! timer whose earliest deadline has passed): a thread that polls only for its own waits
+  //! (a `run_loop`'s driver) polls once after a nap when it is. Default: never.
+  [[nodiscard]] virtual bool idle_due() const noexcept { return false; }
+
   //! At most this many idle threads should spin on the source at once (the others park):
   //! more spinners than pending waits only contend with the threads doing the work.
   [[nodiscard]] virtual std::size_t idle_spinners_wanted() const noexcept {

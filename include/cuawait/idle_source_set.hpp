@@ -74,6 +74,11 @@ public:
     return std::any_of(begin(), end(), [](idle_source* s) { return s->idle_pending(); });
   }
 
+  //! True when any member has work ready now.
+  [[nodiscard]] bool idle_due() const noexcept override {
+    return std::any_of(begin(), end(), [](idle_source* s) { return s->idle_due(); });
+  }
+
   //! The members' wants added up (saturating: one that wants every idle thread makes the
   //! set want them all), since each member's pending work needs its own spinners.
   [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override {

@@ -110,6 +110,17 @@ public:
   //! thread drives the loop; the source must outlive its use here.
   void set_idle_source(idle_source* source) noexcept { m_source = source; }
 
+  //! Names `timers` as the timer service that `sleep_for` / `sleep_until` use for
+  //! coroutines running on this loop (`executor::timers()`); nullptr (the default): the
+  //! process-wide one. A polled service must be polled by this loop (its idle source, or a
+  //! member of it) or by another executor's idle threads. Thread-safe.
+  void set_timer_service(timer_service* timers) noexcept {
+    m_timers.store(timers, std::memory_order_release);
+  }
+  [[nodiscard]] timer_service* timers() const noexcept override {
+    return m_timers.load(std::memory_order_acquire);
+  }
+
   //! Runs `awaitable` on this thread: drives the loop (resumptions posted to it run here)
   //! until the awaitable completes, then returns its result (a reference result stays a
   //! reference) or rethrows its exception. The awaitable may complete on another thread;
@@ -142,6 +153,7 @@ private:
   bool m_finish = false;
   bool m_wake_pending = false; //!< set by wake(), consumed by run_one()
   idle_source* m_source = nullptr;
+  std::atomic<timer_service*> m_timers{nullptr};
   //! Its coroutines suspended on reactor waits now (see `detail::execution_context::waits`).
   std::atomic<std::ptrdiff_t> m_waits{0};
   //! Posts ever made: a poll spinning on one wait returns when it changes.

@@ -7,6 +7,7 @@
 #include "cuawait/executor.hpp"
 #include "cuawait/idle_source.hpp"
 
+#include <atomic>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -143,10 +144,30 @@ public:
   //! the old source may be destroyed then. Not from one of this pool's workers.
   void set_idle_source(idle_source* source) noexcept;
 
+  //! Names `timers` as the timer service that `sleep_for` / `sleep_until` use for
+  //! coroutines running on this pool (`executor::timers()`); nullptr (the default): the
+  //! process-wide one. A polled service must also be polled by this pool (its idle source,
+  //! or a member of it) or by another executor's idle threads. Thread-safe; sleeps already
+  //! started stay with their service.
+  void set_timer_service(timer_service* timers) noexcept {
+    m_timers.store(timers, std::memory_order_release);
+  }
+  [[nodiscard]] timer_service* timers() const noexcept override {
+    return m_timers.load(std::memory_order_acquire);
+  }
+
   //! Called by the idle source when it has new work pending (or a completion was signalled)
   //! and no worker may be polling: wakes the parked poller, or one parked worker. Cheap when
   //! a worker is spinning already. Safe from any thread.
   void wake_idle_poller() noexcept;
+
+  //! Called by an idle source whose `idle_park_period()` just became shorter (a polled
+  //! `timer_service` with a new earliest sleep): the worker parked with a timeout wakes and
+  //! parks again for the new period (with none parked, a parked worker wakes to poll).
+  //! Unlike `wake_idle_poller`, it wakes the parked poller even while other workers spin,
+  //! since they may park behind its old period. Costs a futex call when a worker is parked.
+  //! Safe from any thread.
+  void wake_parked_poller() noexcept;
 
   //! The workers' counters (see `thread_pool_stats`); a near snapshot, from any thread.
   [[nodiscard]] thread_pool_stats stats() const;
@@ -162,6 +183,7 @@ private:
   bool try_enqueue(std::coroutine_handle<> h, priority p) noexcept;
 
   std::unique_ptr<impl> m_impl;
+  std::atomic<timer_service*> m_timers{nullptr};
 };
 
 } // namespace cuawait

@@ -67,9 +67,15 @@ void run_loop::poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop) {
 
 template <class Ready>
 void run_loop::wait(std::unique_lock<std::mutex>& lock, Ready&& ready) {
-  if (m_source != nullptr && m_source->idle_pending()) {
+  if (idle_source* const src = m_source; src != nullptr && src->idle_pending()) {
     // Work pending that only polling finds: nap, then poll again (a post wakes it early).
-    (void)m_cv.wait_for(lock, m_source->idle_park_period(), ready);
+    // Work known to be ready when the nap ends (a sleep of a polled timer service, which is
+    // not counted among this loop's waits) is polled for here, whoever it belongs to.
+    if (!m_cv.wait_for(lock, src->idle_park_period(), ready) && src->idle_due()) {
+      lock.unlock();
+      (void)src->poll_idle();
+      lock.lock();
+    }
   } else {
     m_cv.wait(lock, ready);
   }

@@ -294,9 +294,12 @@ struct thread_pool::impl {
       source_users.fetch_sub(1);
       return false;
     }
+    // `kicked` before the period: a kick after this read ends the park below, and one
+    // before it comes after the change it signals (a new earliest timer), which the period
+    // read here then sees.
+    const std::uint64_t kicked = kicks.load();
     const auto period = src->idle_park_period();
     source_users.fetch_sub(1);
-    const std::uint64_t kicked = kicks.load();
     sleepers.fetch_add(1);
     if (!any_work_visible() && !stopping.load()) {
       const std::uint64_t t0 = clock_ns();
@@ -312,6 +315,20 @@ struct thread_pool::impl {
     sleepers.fetch_sub(1);
     poller_taken.store(false);
     return true;
+  }
+
+  //! For a source whose park period just became shorter (a new earliest timer): the parked
+  //! poller parks again for the new period; with none parked, a parked worker becomes it.
+  //! No shortcut for a spinning or soon-polling worker: that one may end up parked behind
+  //! the parked poller's old period.
+  void kick_parked_poller() noexcept {
+    kicks.fetch_add(1);
+    if (poller_taken.load()) {
+      const std::lock_guard lock(park_mutex);
+      park_cv.notify_all();
+      return;
+    }
+    notify_work();
   }
 
   void kick_poller() noexcept {
@@ -577,6 +594,8 @@ thread_pool_stats thread_pool::stats() const {
 }
 
 void thread_pool::wake_idle_poller() noexcept { m_impl->kick_poller(); }
+
+void thread_pool::wake_parked_poller() noexcept { m_impl->kick_parked_poller(); }
 
 void thread_pool::shutdown() {
   impl& s = *m_impl;

@@ -3,6 +3,7 @@
 
 #include "cuawait/detail/trampoline.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace cuawait {
@@ -38,7 +39,7 @@ bool sleep_awaiter::suspend(std::coroutine_handle<> h) {
     m_service->m_sleeps.insert(this); // may throw std::bad_alloc: nothing registered then
     m_queued = true;
     if (earliest) {
-      m_service->m_cv.notify_one();
+      m_service->on_new_earliest_locked();
     }
   }
   if (!cancellable) {
@@ -54,7 +55,8 @@ void sleep_awaiter::await_resume() {
     throw operation_cancelled("cuawait::sleep cancelled");
   }
   if (m_status == detail::wait_status::closed) {
-    throw operation_cancelled("cuawait::sleep cancelled: its timer_service was destroyed");
+    throw operation_cancelled(
+        "cuawait::sleep cancelled: its timer_service was closed or destroyed");
   }
 }
 
@@ -65,6 +67,7 @@ void sleep_awaiter::cancel() noexcept {
       return; // the timer (or the service's destruction) took it first
     }
     m_service->m_sleeps.erase(this);
+    m_service->publish_earliest_locked();
     m_queued = false;
     m_status = detail::wait_status::cancelled;
   }
@@ -86,26 +89,58 @@ void sleep_awaiter::arrive_and_resume() noexcept {
 
 // --- timer_service -------------------------------------------------------------------------
 
+namespace {
+[[nodiscard]] std::int64_t ticks(timer_service::clock::time_point t) noexcept {
+  return t.time_since_epoch().count();
+}
+} // namespace
+
 timer_service::timer_service() : m_thread([this] { run(); }) {}
 
+timer_service::timer_service(polled_t) noexcept : m_polled(true) {}
+
 timer_service::~timer_service() {
+  close();
+  if (m_thread.joinable()) {
+    m_thread.join();
+  }
+}
+
+void timer_service::close() noexcept {
+  std::vector<sleep_awaiter*> left;
   {
     const std::lock_guard lock(m_mutex); // under the lock: the thread cannot miss it
     m_closed = true;
-  }
-  m_cv.notify_all();
-  m_thread.join();
-  std::vector<sleep_awaiter*> left;
-  {
-    const std::lock_guard lock(m_mutex);
-    left.assign(m_sleeps.begin(), m_sleeps.end());
-    m_sleeps.clear();
+    // A vector may fail to grow: then the sleeps are completed one at a time below.
+    try {
+      left.assign(m_sleeps.begin(), m_sleeps.end());
+      m_sleeps.clear();
+    } catch (...) {
+      left.clear();
+    }
     for (sleep_awaiter* s : left) {
       s->m_queued = false;
       s->m_status = detail::wait_status::closed;
     }
+    publish_earliest_locked();
   }
+  m_cv.notify_all();
   for (sleep_awaiter* s : left) {
+    s->arrive_and_resume();
+  }
+  for (;;) { // only when the vector could not be filled
+    sleep_awaiter* s = nullptr;
+    {
+      const std::lock_guard lock(m_mutex);
+      if (m_sleeps.empty()) {
+        break;
+      }
+      s = *m_sleeps.begin();
+      m_sleeps.erase(m_sleeps.begin());
+      s->m_queued = false;
+      s->m_status = detail::wait_status::closed;
+      publish_earliest_locked();
+    }
     s->arrive_and_resume();
   }
 }
@@ -115,9 +150,91 @@ timer_service& timer_service::global() {
   return *service;
 }
 
+timer_service& timer_service::current() noexcept {
+  if (const executor* const ex = current_executor(); ex != nullptr) {
+    if (timer_service* const t = ex->timers(); t != nullptr) {
+      return *t;
+    }
+  }
+  return global();
+}
+
 std::size_t timer_service::pending() const {
   const std::lock_guard lock(m_mutex);
   return m_sleeps.size();
+}
+
+void timer_service::publish_earliest_locked() noexcept {
+  m_earliest_ns.store(m_sleeps.empty() ? no_deadline : ticks((*m_sleeps.begin())->m_deadline),
+                      std::memory_order_release);
+}
+
+void timer_service::on_new_earliest_locked() noexcept {
+  publish_earliest_locked();
+  if (!m_polled) {
+    m_cv.notify_one();
+  } else if (m_waker != nullptr) {
+    m_waker(m_waker_context);
+  }
+}
+
+void timer_service::set_idle_waker(void (*fn)(void*) noexcept, void* context) noexcept {
+  const std::lock_guard lock(m_mutex);
+  m_waker = fn;
+  m_waker_context = context;
+}
+
+bool timer_service::idle_keep_spinning() const noexcept {
+  const std::int64_t earliest = m_earliest_ns.load(std::memory_order_acquire);
+  if (earliest == no_deadline || !m_polled) {
+    return false;
+  }
+  return earliest - ticks(clock::now()) <=
+         std::chrono::duration_cast<clock::duration>(spin_window).count();
+}
+
+bool timer_service::idle_due() const noexcept {
+  const std::int64_t earliest = m_earliest_ns.load(std::memory_order_acquire);
+  return m_polled && earliest != no_deadline && earliest <= ticks(clock::now());
+}
+
+std::chrono::nanoseconds timer_service::idle_park_period() const noexcept {
+  const std::int64_t earliest = m_earliest_ns.load(std::memory_order_acquire);
+  if (earliest == no_deadline) {
+    return std::chrono::seconds(1);
+  }
+  const clock::duration left{std::max<std::int64_t>(earliest - ticks(clock::now()), 0)};
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+}
+
+std::size_t timer_service::poll_idle() noexcept {
+  if (!m_polled) {
+    return 0;
+  }
+  const std::int64_t earliest = m_earliest_ns.load(std::memory_order_acquire);
+  if (earliest == no_deadline || earliest > ticks(clock::now()) ||
+      m_polling.exchange(true, std::memory_order_acquire)) {
+    return 0;
+  }
+  std::size_t n = 0;
+  for (;;) {
+    sleep_awaiter* first = nullptr;
+    {
+      const std::lock_guard lock(m_mutex);
+      if (m_sleeps.empty() || (*m_sleeps.begin())->m_deadline > clock::now()) {
+        break;
+      }
+      first = *m_sleeps.begin();
+      m_sleeps.erase(m_sleeps.begin());
+      first->m_queued = false;
+      first->m_status = detail::wait_status::granted;
+      publish_earliest_locked();
+    }
+    first->arrive_and_resume(); // outside the lock: it may resume inline
+    ++n;
+  }
+  m_polling.store(false, std::memory_order_release);
+  return n;
 }
 
 void timer_service::run() {
@@ -138,6 +255,7 @@ void timer_service::run() {
     m_sleeps.erase(m_sleeps.begin());
     first->m_queued = false;
     first->m_status = detail::wait_status::granted;
+    publish_earliest_locked();
     lock.unlock();
     first->arrive_and_resume();
     lock.lock();

@@ -134,26 +134,26 @@ runtime::runtime(runtime_options options)
   // First: it may throw (a bad CUAWAIT_LOG...) before anything is wired to the reactor.
   m_observability.attach_from_environment(reactor, {{&m_pool, "pool"}, {&m_loop, "run loop"}});
   m_doctor = doctor_at_exit();
-  // The pool polls every device's reactor and the sources the user gave (an MPI reactor):
-  // one idle source, a set when there are several.
+  // The pool and the loop poll every device's reactor, the timers and the sources the user
+  // gave (an MPI reactor), as one set.
   std::vector<idle_source*> sources;
   if (m_idle_polling) {
     for (cuda::device_context* c : m_slots) {
       sources.push_back(&c->reactor().reactor());
     }
   }
+  sources.push_back(&m_timers);
   sources.insert(sources.end(), options.idle_sources.begin(), options.idle_sources.end());
-  if (sources.size() > 1 || !options.idle_sources.empty()) {
-    m_sources = std::make_unique<idle_source_set>(std::span<idle_source* const>(sources));
-  }
+  m_sources = std::make_unique<idle_source_set>(std::span<idle_source* const>(sources));
   for (idle_source* src : sources) {
     src->set_idle_waker(&runtime::wake_pool, &m_pool);
   }
-  if (!sources.empty()) {
-    idle_source* const polled = m_sources ? m_sources.get() : sources.front();
-    m_pool.set_idle_source(polled);
-    m_loop.set_idle_source(polled); // `run` polls too: its completions need no wake-up
-  }
+  // A new earliest sleep shortens the parked poller's park: it must wake whoever spins.
+  m_timers.set_idle_waker(&runtime::wake_pool_timers, &m_pool);
+  m_pool.set_idle_source(m_sources.get());
+  m_loop.set_idle_source(m_sources.get()); // `run` polls too: its completions need no wake-up
+  m_pool.set_timer_service(&m_timers);
+  m_loop.set_timer_service(&m_timers);
   m_is_default = cuda::detail::install_default_context_if_none(&m_context);
 }
 
@@ -166,6 +166,10 @@ runtime::~runtime() {
     m_loop.run(m_spawned.join());
   } catch (...) {
   }
+  // Sleeps still pending (of coroutines nobody spawned) end now with operation_cancelled;
+  // their coroutines run on the pool, or here on the loop, and may still await GPU work.
+  m_timers.close();
+  (void)m_loop.poll();
   // In-flight GPU work is waited for; coroutines it resumes run on the pool or the loop
   // (with several devices they may await another device's work: drain until every reactor
   // is idle; one device drains once, as it always did).
@@ -183,16 +187,12 @@ runtime::~runtime() {
   if (m_is_default) {
     cuda::detail::remove_default_context(&m_context);
   }
-  if (m_idle_polling || m_sources) {
-    m_loop.set_idle_source(nullptr); // nobody drives the loop any more
-    m_pool.set_idle_source(nullptr); // returns once no worker polls the sources any more
-    if (m_sources) {
-      for (idle_source* s : *m_sources) {
-        s->set_idle_waker(nullptr, nullptr);
-      }
-    } else {
-      reactor.set_idle_waker(nullptr, nullptr);
-    }
+  m_loop.set_idle_source(nullptr); // nobody drives the loop any more
+  m_pool.set_idle_source(nullptr); // returns once no worker polls the sources any more
+  m_loop.set_timer_service(nullptr);
+  m_pool.set_timer_service(nullptr);
+  for (idle_source* s : *m_sources) {
+    s->set_idle_waker(nullptr, nullptr);
   }
   m_pool.shutdown();
   if (m_doctor) {

@@ -4,6 +4,7 @@
 // work on the legacy default stream and on one stream.
 
 #include "common/gpu.hpp"
+#include "common/owned_coroutine.hpp"
 
 #include <cuawait/cuda.hpp>
 #include <cuawait/runtime.hpp>
@@ -11,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +84,63 @@ TEST(RuntimeTest, RunResumesOnTheCallingThreadAndSpawnOnThePool) {
   EXPECT_GE(st.completions + (st.submitted == 0 ? 0 : 0), 1U);
   EXPECT_EQ(st.pending, 0U);
   (void)cudaFree(d);
+}
+
+// Timers: sleeps on the pool and in `run` go to the runtime's polled service (no timer
+// thread), end on the executor they started on, and the ones still pending when the
+// runtime goes end with operation_cancelled before its pool stops. No GPU needed.
+TEST(RuntimeTest, SleepsUseTheRuntimesPolledTimersOnThePoolAndInRun) {
+  using namespace std::chrono_literals;
+  cuawait::runtime rt(cuawait::runtime_options{.threads = 2, .device = cu::no_device});
+  EXPECT_TRUE(rt.timers().is_polled());
+  const bool in_run = rt.run([&]() -> cuawait::task<bool> {
+    const auto deadline = std::chrono::steady_clock::now() + 2ms;
+    const bool named = &cuawait::timer_service::current() == &rt.timers();
+    co_await cuawait::sleep_until(deadline);
+    co_return named&& cuawait::current_executor() == &rt.loop() &&
+        std::chrono::steady_clock::now() >= deadline;
+  }());
+  EXPECT_TRUE(in_run);
+  std::atomic<int> on_pool{0};
+  for (int i = 0; i < 8; ++i) {
+    rt.spawn([&]() -> cuawait::task<void> {
+      co_await cuawait::sleep_for(1ms);
+      if (cuawait::current_executor() == &rt.pool() &&
+          &cuawait::timer_service::current() == &rt.timers()) {
+        on_pool.fetch_add(1);
+      }
+    }());
+  }
+  rt.join_spawned();
+  EXPECT_EQ(on_pool.load(), 8);
+  EXPECT_EQ(rt.timers().pending(), 0u);
+}
+
+TEST(RuntimeTest, DestroyingTheRuntimeEndsSleepsNobodySpawnedOnItsPool) {
+  using namespace std::chrono_literals;
+  std::atomic<bool> suspended{false};
+  std::atomic<bool> cancelled_on_pool{false};
+  std::optional<cuawait::test::owned_coroutine> c;
+  {
+    cuawait::runtime rt(cuawait::runtime_options{.threads = 2, .device = cu::no_device});
+    c.emplace([](cuawait::runtime& r, std::atomic<bool>& in,
+                 std::atomic<bool>& out) -> cuawait::test::owned_coroutine {
+      co_await r.pool().schedule();
+      try {
+        auto s = cuawait::sleep_for(1h);
+        in = true;
+        co_await std::move(s);
+      } catch (const cuawait::operation_cancelled&) {
+        out = cuawait::current_executor() == &r.pool();
+      }
+    }(rt, suspended, cancelled_on_pool));
+    while (!suspended.load() || rt.timers().pending() == 0) {
+      std::this_thread::yield();
+    }
+  } // the destructor ends the sleep; the coroutine runs on the pool before it stops
+  EXPECT_TRUE(cancelled_on_pool.load());
+  ASSERT_TRUE(c->done());
+  c->handle.destroy();
 }
 
 TEST(RuntimeTest, SpawnedExceptionIsRethrownByJoin) {

@@ -26,6 +26,7 @@
 #include "cuawait/run_loop.hpp"
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"
+#include "cuawait/timer.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -71,7 +72,8 @@ struct runtime_options {
   region_cache_options regions{};
   //! Other sources of completions the pool's idle workers poll, beside the GPU reactor:
   //! e.g. `{&mpi_reactor}` (an `mpi::reactor`), so that the same workers find GPU and MPI
-  //! completions with no plumbing. At most `idle_source_set::max_sources - 1`, none null.
+  //! completions with no plumbing. With the runtime's own sources (one reactor per device
+  //! and its timer service), at most `idle_source_set::max_sources` in all; none null.
   //! The runtime gives each its waker (`idle_source::set_idle_waker`) and takes it back at
   //! destruction; they must outlive the runtime.
   std::vector<idle_source*> idle_sources{};
@@ -98,8 +100,15 @@ struct runtime_options {
 //! worker with nothing to run polls the reactor and runs what finished itself. A wait with
 //! no executor (a plain thread awaiting) is resumed on the worker that finds it.
 //!
+//! Timers: `sleep_for` / `sleep_until` (and `with_deadline`) on the pool or in `run` use
+//! the runtime's polled `timer_service` (`timers()`), another source its idle workers poll:
+//! no timer thread, and a sleep ends within microseconds of its deadline when a worker is
+//! idle. Outside the runtime's threads they use the process-wide service.
+//!
 //! Shutdown (destructor): waits for spawned tasks, lets every pending GPU wait finish
-//! (in-flight GPU work is waited for, never abandoned), stops the reactor, then the pool.
+//! (in-flight GPU work is waited for, never abandoned), completes the sleeps still pending
+//! with `operation_cancelled` (their coroutines run before the pool stops), stops the
+//! reactor, then the pool.
 //!
 //! Observability (docs/OBSERVABILITY.md): `CUAWAIT_TRACE=path.json`, `CUAWAIT_LOG=level` and
 //! `CUAWAIT_NVTX=1`, read at construction, install a trace recorder, a lifecycle log and
@@ -170,6 +179,8 @@ public:
 
   [[nodiscard]] thread_pool& pool() noexcept { return m_pool; }
   [[nodiscard]] run_loop& loop() noexcept { return m_loop; }
+  //! The polled timer service of the pool and the run loop.
+  [[nodiscard]] timer_service& timers() noexcept { return m_timers; }
   //! The device context the runtime's threads await through (the first device's).
   [[nodiscard]] cuda::device_context& context() noexcept { return m_context; }
   //! The context of the `i`-th device served (`devices()[i]`); `context(0)` is `context()`.
@@ -220,6 +231,9 @@ private:
   static void wake_pool(void* pool) noexcept {
     static_cast<thread_pool*>(pool)->wake_idle_poller();
   }
+  static void wake_pool_timers(void* pool) noexcept {
+    static_cast<thread_pool*>(pool)->wake_parked_poller();
+  }
 
   //! The ordinals served.
   std::vector<int> m_devices;
@@ -229,7 +243,10 @@ private:
   mutable cuda::device_context m_context; // before the pool, whose workers point at it
   //! The contexts of the devices after the first.
   std::vector<std::unique_ptr<cuda::device_context>> m_more;
-  //! The pool's idle source when it polls several: every device's reactor and
+  //! Polled by the pool and the loop; before both, so that it outlives their polls (the
+  //! destructor closes it while they still run the sleepers it cancels).
+  timer_service m_timers{timer_service::polled};
+  //! The pool's and the loop's idle source: every device's reactor, the timers and
   //! `idle_sources`.
   std::unique_ptr<idle_source_set> m_sources;
   thread_pool m_pool;

@@ -35,7 +35,7 @@ namespace cuawait::mpi {
 //! Awaits `op`, asking it to stop (`MPI_Cancel`) at `deadline` or when the awaiting
 //! coroutine is asked to stop. Yields its status, or nullopt when the cancellation took
 //! effect (or the operation was never started). Resumes only once MPI has finished with
-//! the operation, so its buffer is free then. The timer is the global `timer_service`.
+//! the operation, so its buffer is free then. The timer is `timer_service::current()`.
 //! @throws mpi_error when the operation fails.
 template <std::derived_from<request_awaiter> A>
 task<std::optional<MPI_Status>> with_deadline(A op,
