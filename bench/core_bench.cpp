@@ -5,8 +5,10 @@
 
 #include "common/detached.hpp"
 #include <cuawait/detail/trampoline.hpp>
+#include <cuawait/sync_wait.hpp>
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
+#include <cuawait/timer.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <exception>
 #include <latch>
+#include <optional>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -197,6 +200,48 @@ void hop_args(benchmark::internal::Benchmark* b) {
   b->Args({1, 1})->Args({hw, 1})->Args({hw, 4});
 }
 BENCHMARK(bm_pool_hop_all_workers_busy)->Apply(hop_args)->UseManualTime();
+
+// --- timer lateness: a threaded timer_service against a polled one ------------------------
+
+//! One coroutine on a pool of 2 sleeps `sleeps` times for 200 us; each sample is how late it
+//! ran after its deadline (clock read to clock read). Arg 0: the service has its own thread;
+//! 1: the pool's idle workers poll it (as in a runtime).
+void bm_sleep_lateness(benchmark::State& state) {
+  const bool polled = state.range(0) != 0;
+  constexpr int sleeps = 200;
+  std::optional<ca::timer_service> timers;
+  if (polled) {
+    timers.emplace(ca::timer_service::polled);
+  } else {
+    timers.emplace();
+  }
+  ca::thread_pool pool(2);
+  if (polled) {
+    timers->set_idle_waker(
+        [](void* p) noexcept { static_cast<ca::thread_pool*>(p)->wake_parked_poller(); }, &pool);
+    pool.set_idle_source(&*timers);
+  }
+  std::vector<std::int64_t> late;
+  late.reserve(sleeps);
+  for (auto _ : state) {
+    late.clear();
+    const auto start = clock_type::now();
+    ca::sync_wait([&]() -> ca::task<void> {
+      co_await pool.schedule();
+      for (int i = 0; i < sleeps; ++i) {
+        const auto deadline = clock_type::now() + std::chrono::microseconds(200);
+        co_await timers->sleep_until(deadline);
+        late.push_back(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - deadline)
+                .count());
+      }
+    }());
+    state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  pool.set_idle_source(nullptr);
+  report_percentiles(state, late);
+}
+BENCHMARK(bm_sleep_lateness)->ArgName("polled")->Arg(0)->Arg(1)->UseManualTime()->Iterations(3);
 
 // --- memory held by suspended tasks ----------------------------------------------------------
 

@@ -319,13 +319,18 @@ struct thread_pool::impl {
 
   //! For a source whose park period just became shorter (a new earliest timer): the parked
   //! poller parks again for the new period; with none parked, a parked worker becomes it.
-  //! No shortcut for a spinning or soon-polling worker: that one may end up parked behind
-  //! the parked poller's old period.
+  //! No shortcut for a spinning worker while a poller is parked: the spinner may end up
+  //! parked behind the parked poller's old period. With none parked, a worker of this pool
+  //! that goes idle next becomes the poller itself (reading the new period), so nobody is
+  //! woken for it.
   void kick_parked_poller() noexcept {
     kicks.fetch_add(1);
     if (poller_taken.load()) {
       const std::lock_guard lock(park_mutex);
       park_cv.notify_all();
+      return;
+    }
+    if (tl_worker.pool == this && polls_next_itself()) {
       return;
     }
     notify_work();
