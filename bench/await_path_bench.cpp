@@ -5,14 +5,18 @@
 // `co_await` on a stream takes after its marker is enqueued: submission to the reactor,
 // suspension, discovery by an idle worker, hand-over to the executor and resumption.
 //
-//   cuawait-await_path_bench [--workers P] [--coroutines C] [--awaits N]
-// Prints ns per await (wall time x workers / awaits: the CPU time each await costs).
+//   cuawait-await_path_bench [--workers P] [--coroutines C] [--awaits N] [--timers 0|1]
+// Prints ns per await (wall time x workers / awaits: the CPU time each await costs), with the
+// pool polling the reactor alone and then, as a `runtime` wires it, a set of the reactor and
+// a polled timer service with no sleep pending (the cost of polling the timers beside).
 
 #include "cuawait/completion_reactor.hpp"
 #include "cuawait/completion_source.hpp"
+#include "cuawait/idle_source_set.hpp"
 #include "cuawait/sync_wait.hpp"
 #include "cuawait/task.hpp"
 #include "cuawait/thread_pool.hpp"
+#include "cuawait/timer.hpp"
 #include "cuawait/when_all.hpp"
 
 #include <atomic>
@@ -66,15 +70,17 @@ cuawait::task<void> pipeline(cuawait::thread_pool& pool, cuawait::completion_rea
 
 void wake(void* pool) noexcept { static_cast<cuawait::thread_pool*>(pool)->wake_idle_poller(); }
 
-double run(std::size_t workers, int coroutines, int awaits, bool parallel) {
+double run(std::size_t workers, int coroutines, int awaits, bool parallel, bool with_timers) {
   second_query_source src;
   src.parallel = parallel;
   cuawait::reactor_options o;
   o.start_thread = false;
   cuawait::completion_reactor reactor(src, o);
+  cuawait::timer_service timers{cuawait::timer_service::polled};
+  cuawait::idle_source_set both{&reactor, &timers};
   cuawait::thread_pool pool(workers);
   reactor.set_idle_waker(&wake, &pool);
-  pool.set_idle_source(&reactor);
+  pool.set_idle_source(with_timers ? static_cast<cuawait::idle_source*>(&both) : &reactor);
   std::vector<cuawait::task<void>> all;
   for (int c = 0; c < coroutines; ++c) {
     all.push_back(pipeline(pool, reactor, static_cast<std::uintptr_t>(c + 1), awaits));
@@ -95,6 +101,8 @@ int main(int argc, char** argv) {
   std::size_t workers = 2;
   int coroutines = 2;
   int awaits = 200'000;
+  int timers_from = 0; // --timers 1: only the run with the timers (e.g. under callgrind)
+  int timers_to = 1;   // --timers 0: only the run without
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--workers") == 0) {
       workers = static_cast<std::size_t>(std::atoi(argv[i + 1]));
@@ -102,11 +110,18 @@ int main(int argc, char** argv) {
       coroutines = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--awaits") == 0) {
       awaits = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--timers") == 0) {
+      timers_from = timers_to = std::atoi(argv[i + 1]) != 0 ? 1 : 0;
     }
   }
-  for (const bool parallel : {false, true}) {
-    const double ns = run(workers, coroutines, awaits, parallel);
-    std::printf("await path: %zu workers, %d coroutines, %s queries: %.0f ns of CPU per await\n",
-                workers, coroutines, parallel ? "parallel" : "serial", ns);
+  for (int t = timers_from; t <= timers_to; ++t) {
+    const bool with_timers = t != 0;
+    for (const bool parallel : {false, true}) {
+      const double ns = run(workers, coroutines, awaits, parallel, with_timers);
+      std::printf("await path%s: %zu workers, %d coroutines, %s queries: %.0f ns of CPU per "
+                  "await\n",
+                  with_timers ? " (reactor + timers)" : "", workers, coroutines,
+                  parallel ? "parallel" : "serial", ns);
+    }
   }
 }

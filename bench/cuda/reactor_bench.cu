@@ -146,8 +146,8 @@ wait_value32_fn load_wait_value32() {
 //! for a host-mapped counter that the host raises; one coroutine per stream awaits the
 //! stream. First every stream awaits once with nothing to wait for (the steady state of a
 //! program that uses that many streams: the strategy knows them all). Then:
-//! - idle: the counter stays at 0; host time and source queries per poll (at most 200 polls
-//!   or 2 s);
+//! - idle: the counter stays at 0; host time and source queries per poll, polling back to
+//!   back for 200 ms (mean with probes, median without);
 //! - one at a time: the host raises the counter by one and polls until that stream's wait
 //!   resumes, 500 times; host time and queries per poll, host time per completion.
 //! Waits that the GPU cannot start do not hold a kernel slot (a gate kernel per stream
@@ -227,17 +227,29 @@ void idle_poll(cu::strategy st, int streams) {
                 "queue at stream %d (set-up %.2f s)\n",
                 cu::to_string(st), streams, blocked_at.load(), setup_s);
   } else {
+    // Polls back to back for 200 ms: long enough to hold many probe periods (a probe, a
+    // driver call per lane, comes after a stall and then at most a tenth of the time), so
+    // the mean carries probes at their real rate; the median is a poll without one.
     int polls = 0;
     auto q0 = polled.stats().queries;
     double c0 = thread_cpu_ns();
-    for (const auto p0 = clk::now(); polls < 200 && clk::now() - p0 < std::chrono::seconds(2);
-         ++polls) {
+    std::vector<double> each;
+    each.reserve(1 << 20);
+    for (const auto p0 = clk::now(); clk::now() - p0 < std::chrono::milliseconds(200); ++polls) {
+      const auto t0 = clk::now();
       polled.reactor().poll();
+      if (each.size() < each.capacity()) {
+        each.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+      }
     }
     double c1 = thread_cpu_ns();
-    std::printf("%-13s %d streams, one wait each, none finished: %.2f us host time per poll, "
-                "%.1f queries per poll (%s; %d polls, set-up %.2f s)%s\n",
-                cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls,
+    std::sort(each.begin(), each.end());
+    const double median_us = each.empty() ? 0.0 : each[each.size() / 2];
+    const double max_us = each.empty() ? 0.0 : each.back();
+    std::printf("%-13s %d streams, one wait each, none finished: %.3f us host time per poll "
+                "(mean over 200 ms, probes included), median %.3f us, longest %.1f us, %.2f "
+                "queries per poll (%s; %d polls, set-up %.2f s)%s\n",
+                cu::to_string(st), streams, (c1 - c0) / 1000.0 / polls, median_us, max_us,
                 double(polled.stats().queries - q0) / polls, what, polls, setup_s,
                 done.load() == 0 ? "" : " INVALID: a wait finished");
     const int ones = std::min(500, streams);

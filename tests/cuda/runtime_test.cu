@@ -103,13 +103,14 @@ TEST(RuntimeTest, SleepsUseTheRuntimesPolledTimersOnThePoolAndInRun) {
   EXPECT_TRUE(in_run);
   std::atomic<int> on_pool{0};
   for (int i = 0; i < 8; ++i) {
-    rt.spawn([&]() -> cuawait::task<void> {
+    // Parameters, not captures: the spawned coroutine outlives the lambda object.
+    rt.spawn([](cuawait::runtime& r, std::atomic<int>& n) -> cuawait::task<void> {
       co_await cuawait::sleep_for(1ms);
-      if (cuawait::current_executor() == &rt.pool() &&
-          &cuawait::timer_service::current() == &rt.timers()) {
-        on_pool.fetch_add(1);
+      if (cuawait::current_executor() == &r.pool() &&
+          &cuawait::timer_service::current() == &r.timers()) {
+        n.fetch_add(1);
       }
-    }());
+    }(rt, on_pool));
   }
   rt.join_spawned();
   EXPECT_EQ(on_pool.load(), 8);
