@@ -87,6 +87,11 @@ decode_batcher::decode_batcher(batch_decoder& decoder, thread_pool& pool,
   for (std::size_t k = 0; k < m_decoder.lanes(); ++k) {
     m_work.emplace_back();
   }
+  m_timers = m_pool.timers();
+  if (m_timers == nullptr) {
+    m_own_timers.emplace();
+    m_timers = &*m_own_timers;
+  }
 }
 
 decode_batcher::~decode_batcher() = default;
@@ -246,7 +251,7 @@ task<void> decode_batcher::wait_for_work(std::size_t lane, clock::time_point due
     co_return;
   }
   try {
-    co_await with_deadline(wait_set(m_work[lane]), due, m_timers);
+    co_await with_deadline(wait_set(m_work[lane]), due, *m_timers);
   } catch (const operation_cancelled&) {
     // The oldest job waited max_wait (operation_timed_out): its batch is due.
   }

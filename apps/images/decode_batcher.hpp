@@ -36,6 +36,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -205,7 +206,10 @@ private:
   // has not yet waited for).
   std::deque<async_event> m_work;
   std::atomic<int> m_waking{0}; // submitters still in wake_lanes() (see queue)
-  timer_service m_timers;       // max_wait; made after the pool, gone before it
+  // max_wait: the pool's timer service when it has one (a runtime's, polled by its idle
+  // workers: no thread), else one of our own, made after the pool and gone before it.
+  std::optional<timer_service> m_own_timers;
+  timer_service* m_timers = nullptr;
 };
 
 } // namespace cuawait::images

@@ -6,7 +6,10 @@
 #include "decode_batcher.hpp"
 
 #include <cuawait/async_scope.hpp>
+#include <cuawait/idle_source.hpp>
 #include <cuawait/sync_wait.hpp>
+#include <cuawait/thread_pool.hpp>
+#include <cuawait/timer.hpp>
 #include <cuawait/when_all.hpp>
 
 #include <gtest/gtest.h>
@@ -238,6 +241,54 @@ TEST(DecodeBatcher, AJobWaitsForCompanyNoLongerThanMaxWait) {
   cuawait::sync_wait(cuawait::when_all(batcher.run(), images()));
   EXPECT_EQ(result, ci::decode_result::decoded);
   EXPECT_EQ(batcher.stats().batches, 1U);
+}
+
+// On a pool with a polled timer service (as a runtime's pool has), max_wait is served by it,
+// with no timer thread of the batcher's: the resolutions are counted through a wrapper.
+TEST(DecodeBatcher, MaxWaitUsesThePoolsPolledTimers) {
+  struct counting final : cuawait::idle_source {
+    explicit counting(cuawait::timer_service& t) : inner(t) {}
+    std::size_t poll_idle() noexcept override {
+      const std::size_t n = inner.poll_idle();
+      resolved.fetch_add(n);
+      return n;
+    }
+    bool idle_keep_spinning() const noexcept override { return inner.idle_keep_spinning(); }
+    bool idle_pending() const noexcept override { return inner.idle_pending(); }
+    bool idle_due() const noexcept override { return inner.idle_due(); }
+    std::size_t idle_spinners_wanted() const noexcept override {
+      return inner.idle_spinners_wanted();
+    }
+    std::chrono::nanoseconds idle_park_period() const noexcept override {
+      return inner.idle_park_period();
+    }
+    cuawait::timer_service& inner;
+    std::atomic<std::size_t> resolved{0};
+  };
+  cuawait::timer_service timers{cuawait::timer_service::polled};
+  counting polled(timers);
+  cuawait::thread_pool pool(2);
+  timers.set_idle_waker(
+      [](void* p) noexcept { static_cast<cuawait::thread_pool*>(p)->wake_parked_poller(); }, &pool);
+  pool.set_idle_source(&polled);
+  pool.set_timer_service(&timers);
+  {
+    fake_decoder decoder(pool, 2);
+    ci::decode_batcher batcher(decoder, pool, {.max_batch = 8, .max_wait = 1ms});
+    fake_job job;
+    ci::decode_result result = ci::decode_result::refused;
+    auto images = [&]() -> cuawait::task<void> {
+      ci::decode_batcher::arrival later = batcher.announce(); // never comes
+      result = co_await batcher.submit(batcher.announce(), job);
+      later.drop();
+      batcher.close();
+    };
+    cuawait::sync_wait(cuawait::when_all(batcher.run(), images()));
+    EXPECT_EQ(result, ci::decode_result::decoded);
+  }
+  EXPECT_GE(polled.resolved.load(), 1U) << "max_wait did not go through the pool's timers";
+  pool.set_idle_source(nullptr);
+  timers.set_idle_waker(nullptr, nullptr);
 }
 
 // Dropping the last arrival on its way lets the waiting jobs go as one batch.
