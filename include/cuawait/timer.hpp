@@ -89,6 +89,8 @@ private:
   void cancel() noexcept;
   //! The timer's side of the arrival handshake (status already set): resumes the
   //! coroutine on its executor, or inline, unless `await_suspend` has not returned yet.
+  //! The rule of GPU waits: `post_near` the worker it suspended on, or, with no executor,
+  //! inline on the thread that completed it.
   void arrive_and_resume() noexcept;
 
   timer_service* m_service;
@@ -97,6 +99,7 @@ private:
   std::optional<std::stop_callback<on_stop>> m_stop;
   executor* m_executor = nullptr;
   priority m_priority = priority::normal;
+  std::uint32_t m_home = ~std::uint32_t{0}; //!< the worker it suspended on (`post_near`)
   std::uint64_t m_seq = 0;
 };
 

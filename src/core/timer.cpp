@@ -25,6 +25,7 @@ bool sleep_awaiter::suspend(std::coroutine_handle<> h) {
   m_handle = h;
   m_executor = current_executor();
   m_priority = current_priority();
+  m_home = detail::tl_execution.worker;
   const bool cancellable = m_token.stop_possible();
   m_arrived.store(!cancellable, std::memory_order_relaxed);
   {
@@ -81,7 +82,7 @@ void sleep_awaiter::arrive_and_resume() noexcept {
   // Ours until resumed: read what we need first, the coroutine may free us at once.
   const std::coroutine_handle<> h = m_handle;
   if (executor* const ex = m_executor; ex != nullptr) {
-    ex->post(h, m_priority);
+    ex->post_near(h, m_priority, m_home);
   } else {
     detail::resume(h);
   }
