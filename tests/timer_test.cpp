@@ -238,38 +238,38 @@ TEST(Timer, DestroyingTheServiceEndsPendingSleepsWithAnError) {
   EXPECT_EQ(what, "cuawait::sleep cancelled: its timer_service was closed or destroyed");
 }
 
-// Many short sleeps from several threads, a third of them cancelled while they may be
-// firing: each sleep ends exactly once, as fired or as cancelled, and nothing stays pending.
-TEST(Timer, StressSleepsAndCancellationsRacingTheTimer) {
+//! 2,000 short sleeps of coroutines on `pool`, a third of them cancelled while they may be
+//! firing: each sleep ends exactly once, as fired or as cancelled, and nothing stays pending.
+void expect_each_sleep_ends_once(ca::thread_pool& pool, ca::timer_service& timers) {
   constexpr int sleepers = 2000;
   std::vector<std::stop_source> stops(sleepers);
   std::atomic<int> fired{0};
   std::atomic<int> cancelled{0};
-  std::size_t left = 0;
-  {
-    ca::thread_pool pool(4);
-    ca::timer_service timers; // after the pool: gone (its thread joined) before the pool
-    task_group g;
-    for (int i = 0; i < sleepers; ++i) {
-      g.spawn_call([&, i]() -> ca::task<void> {
-        co_await pool.schedule();
-        try {
-          co_await timers.sleep_for(std::chrono::microseconds(50 * (i % 40)), stops[i].get_token());
-          fired.fetch_add(1);
-        } catch (const ca::operation_cancelled&) {
-          cancelled.fetch_add(1);
-        }
-      });
-    }
-    for (int i = 0; i < sleepers; i += 3) {
-      stops[i].request_stop();
-    }
-    g.wait();
-    left = timers.pending();
+  task_group g;
+  for (int i = 0; i < sleepers; ++i) {
+    g.spawn_call([&, i]() -> ca::task<void> {
+      co_await pool.schedule();
+      try {
+        co_await timers.sleep_for(std::chrono::microseconds(50 * (i % 40)), stops[i].get_token());
+        fired.fetch_add(1);
+      } catch (const ca::operation_cancelled&) {
+        cancelled.fetch_add(1);
+      }
+    });
   }
+  for (int i = 0; i < sleepers; i += 3) {
+    stops[i].request_stop();
+  }
+  g.wait();
   EXPECT_EQ(fired.load() + cancelled.load(), sleepers);
   EXPECT_LE(cancelled.load(), (sleepers + 2) / 3);
-  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+TEST(Timer, StressSleepsAndCancellationsRacingTheTimer) {
+  ca::thread_pool pool(4);
+  ca::timer_service timers; // after the pool: gone (its thread joined) before the pool
+  expect_each_sleep_ends_once(pool, timers);
 }
 
 // --- the polled service: no thread; the idle threads of the executors polling it ----------
@@ -293,6 +293,16 @@ struct polled_pool {
   ca::thread_pool pool;
 };
 
+//! A coroutine sleeping an hour on `timers` until `stop` is requested.
+void spawn_hour_sleep(task_group& g, ca::timer_service& timers, std::stop_token stop) {
+  g.spawn_call([&timers, stop]() -> ca::task<void> {
+    try {
+      co_await timers.sleep_for(1h, stop);
+    } catch (const ca::operation_cancelled&) {
+    }
+  });
+}
+
 TEST(PolledTimer, AnIdleSourceOnlyWhilePendingAndSpinningOnlyNearADeadline) {
   ca::timer_service timers{ca::timer_service::polled};
   EXPECT_TRUE(timers.is_polled());
@@ -302,12 +312,7 @@ TEST(PolledTimer, AnIdleSourceOnlyWhilePendingAndSpinningOnlyNearADeadline) {
   EXPECT_EQ(timers.poll_idle(), 0u);
   std::stop_source stop;
   task_group g;
-  g.spawn_call([&]() -> ca::task<void> {
-    try {
-      co_await timers.sleep_for(1h, stop.get_token());
-    } catch (const ca::operation_cancelled&) {
-    }
-  });
+  spawn_hour_sleep(g, timers, stop.get_token());
   EXPECT_TRUE(timers.idle_pending());
   EXPECT_FALSE(timers.idle_keep_spinning()); // an hour away: park, do not spin
   EXPECT_EQ(timers.idle_spinners_wanted(), 0u);
@@ -324,12 +329,7 @@ TEST(PolledTimer, AThreadedServiceGivesPollersNothing) {
   EXPECT_FALSE(timers.is_polled());
   std::stop_source stop;
   task_group g;
-  g.spawn_call([&]() -> ca::task<void> {
-    try {
-      co_await timers.sleep_for(1h, stop.get_token());
-    } catch (const ca::operation_cancelled&) {
-    }
-  });
+  spawn_hour_sleep(g, timers, stop.get_token());
   EXPECT_FALSE(timers.idle_pending()); // a pool polling it would never park for it
   EXPECT_EQ(timers.poll_idle(), 0u);
   stop.request_stop();
@@ -486,38 +486,11 @@ TEST(PolledTimer, ClosingEndsSleepsOnTheirPool) {
   EXPECT_EQ(cancelled_on_pool.load(), 4);
 }
 
-// Many short sleeps from the pool's workers, a third cancelled while they may be due: each
-// ends exactly once, and nothing stays pending (run under TSan in CI).
+// The same with the pool's idle workers as the timer (run under TSan in CI).
 TEST(PolledTimer, StressSleepsAndCancellationsRacingThePollers) {
-  constexpr int sleepers = 2000;
-  std::vector<std::stop_source> stops(sleepers);
-  std::atomic<int> fired{0};
-  std::atomic<int> cancelled{0};
-  std::size_t left = 0;
-  {
-    ca::timer_service timers{ca::timer_service::polled};
-    polled_pool p(timers, 4);
-    task_group g;
-    for (int i = 0; i < sleepers; ++i) {
-      g.spawn_call([&, i]() -> ca::task<void> {
-        co_await p.pool.schedule();
-        try {
-          co_await ca::sleep_for(std::chrono::microseconds(50 * (i % 40)), stops[i].get_token());
-          fired.fetch_add(1);
-        } catch (const ca::operation_cancelled&) {
-          cancelled.fetch_add(1);
-        }
-      });
-    }
-    for (int i = 0; i < sleepers; i += 3) {
-      stops[i].request_stop();
-    }
-    g.wait();
-    left = timers.pending();
-  }
-  EXPECT_EQ(fired.load() + cancelled.load(), sleepers);
-  EXPECT_LE(cancelled.load(), (sleepers + 2) / 3);
-  EXPECT_EQ(left, 0u);
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers, 4);
+  expect_each_sleep_ends_once(p.pool, timers);
 }
 
 } // namespace

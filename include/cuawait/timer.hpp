@@ -212,6 +212,8 @@ private:
   void run();
   //! With m_mutex held, after m_sleeps changed.
   void publish_earliest_locked() noexcept;
+  //! With m_mutex held and a sleep pending: removes the earliest, gives it `status`.
+  sleep_awaiter* take_first_locked(detail::wait_status status) noexcept;
   //! With m_mutex held: a sleep was inserted as the earliest.
   void on_new_earliest_locked() noexcept;
 

@@ -136,11 +136,7 @@ void timer_service::close() noexcept {
       if (m_sleeps.empty()) {
         break;
       }
-      s = *m_sleeps.begin();
-      m_sleeps.erase(m_sleeps.begin());
-      s->m_queued = false;
-      s->m_status = detail::wait_status::closed;
-      publish_earliest_locked();
+      s = take_first_locked(detail::wait_status::closed);
     }
     s->arrive_and_resume();
   }
@@ -163,6 +159,15 @@ timer_service& timer_service::current() noexcept {
 std::size_t timer_service::pending() const {
   const std::lock_guard lock(m_mutex);
   return m_sleeps.size();
+}
+
+sleep_awaiter* timer_service::take_first_locked(detail::wait_status status) noexcept {
+  sleep_awaiter* const first = *m_sleeps.begin();
+  m_sleeps.erase(m_sleeps.begin());
+  first->m_queued = false;
+  first->m_status = status;
+  publish_earliest_locked();
+  return first;
 }
 
 void timer_service::publish_earliest_locked() noexcept {
@@ -228,11 +233,7 @@ std::size_t timer_service::poll_idle() noexcept {
       if (m_sleeps.empty() || (*m_sleeps.begin())->m_deadline > clock::now()) {
         break;
       }
-      first = *m_sleeps.begin();
-      m_sleeps.erase(m_sleeps.begin());
-      first->m_queued = false;
-      first->m_status = detail::wait_status::granted;
-      publish_earliest_locked();
+      first = take_first_locked(detail::wait_status::granted);
     }
     first->arrive_and_resume(); // outside the lock: it may resume inline
     ++n;
@@ -256,10 +257,7 @@ void timer_service::run() {
       continue;
     }
     // Due: one at a time, in deadline order, resumed outside the lock (no allocation here).
-    m_sleeps.erase(m_sleeps.begin());
-    first->m_queued = false;
-    first->m_status = detail::wait_status::granted;
-    publish_earliest_locked();
+    (void)take_first_locked(detail::wait_status::granted);
     lock.unlock();
     first->arrive_and_resume();
     lock.lock();

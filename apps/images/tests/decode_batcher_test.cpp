@@ -226,8 +226,9 @@ TEST(DecodeBatcher, FailedWorkBecomesTheErrorOfTheFailingFileAlone) {
 
 // An image announced but never submitted (still on its way) holds a batch back for
 // max_wait at most: without the timer this test would hang until its timeout.
-TEST(DecodeBatcher, AJobWaitsForCompanyNoLongerThanMaxWait) {
-  cuawait::thread_pool pool(2);
+//! One job submitted while another is announced and never comes: the batch goes after
+//! max_wait (1 ms), decoded, alone.
+void expect_a_lone_job_goes_after_max_wait(cuawait::thread_pool& pool) {
   fake_decoder decoder(pool, 2);
   ci::decode_batcher batcher(decoder, pool, {.max_batch = 8, .max_wait = 1ms});
   fake_job job;
@@ -241,6 +242,11 @@ TEST(DecodeBatcher, AJobWaitsForCompanyNoLongerThanMaxWait) {
   cuawait::sync_wait(cuawait::when_all(batcher.run(), images()));
   EXPECT_EQ(result, ci::decode_result::decoded);
   EXPECT_EQ(batcher.stats().batches, 1U);
+}
+
+TEST(DecodeBatcher, AJobWaitsForCompanyNoLongerThanMaxWait) {
+  cuawait::thread_pool pool(2);
+  expect_a_lone_job_goes_after_max_wait(pool);
 }
 
 // On a pool with a polled timer service (as a runtime's pool has), max_wait is served by it,
@@ -272,20 +278,7 @@ TEST(DecodeBatcher, MaxWaitUsesThePoolsPolledTimers) {
       [](void* p) noexcept { static_cast<cuawait::thread_pool*>(p)->wake_parked_poller(); }, &pool);
   pool.set_idle_source(&polled);
   pool.set_timer_service(&timers);
-  {
-    fake_decoder decoder(pool, 2);
-    ci::decode_batcher batcher(decoder, pool, {.max_batch = 8, .max_wait = 1ms});
-    fake_job job;
-    ci::decode_result result = ci::decode_result::refused;
-    auto images = [&]() -> cuawait::task<void> {
-      ci::decode_batcher::arrival later = batcher.announce(); // never comes
-      result = co_await batcher.submit(batcher.announce(), job);
-      later.drop();
-      batcher.close();
-    };
-    cuawait::sync_wait(cuawait::when_all(batcher.run(), images()));
-    EXPECT_EQ(result, ci::decode_result::decoded);
-  }
+  expect_a_lone_job_goes_after_max_wait(pool);
   EXPECT_GE(polled.resolved.load(), 1U) << "max_wait did not go through the pool's timers";
   pool.set_idle_source(nullptr);
   timers.set_idle_waker(nullptr, nullptr);
