@@ -317,6 +317,18 @@ struct thread_pool::impl {
     return true;
   }
 
+  //! Counts a kick and wakes the worker parked with a timeout, if one is (it re-checks
+  //! `kicks`). False when none is parked.
+  bool kick_parked() noexcept {
+    kicks.fetch_add(1);
+    if (!poller_taken.load()) {
+      return false;
+    }
+    const std::lock_guard lock(park_mutex);
+    park_cv.notify_all();
+    return true;
+  }
+
   //! For a source whose park period just became shorter (a new earliest timer): the parked
   //! poller parks again for the new period; with none parked, a parked worker becomes it.
   //! No shortcut for a spinning worker while a poller is parked: the spinner may end up
@@ -324,16 +336,9 @@ struct thread_pool::impl {
   //! that goes idle next becomes the poller itself (reading the new period), so nobody is
   //! woken for it.
   void kick_parked_poller() noexcept {
-    kicks.fetch_add(1);
-    if (poller_taken.load()) {
-      const std::lock_guard lock(park_mutex);
-      park_cv.notify_all();
-      return;
+    if (!kick_parked() && !(tl_worker.pool == this && polls_next_itself())) {
+      notify_work();
     }
-    if (tl_worker.pool == this && polls_next_itself()) {
-      return;
-    }
-    notify_work();
   }
 
   void kick_poller() noexcept {
@@ -343,13 +348,9 @@ struct thread_pool::impl {
     if (by_home && polls_next_itself()) {
       return;
     }
-    kicks.fetch_add(1);
-    if (poller_taken.load()) {
-      const std::lock_guard lock(park_mutex);
-      park_cv.notify_all(); // the parked poller re-checks `kicks`
-      return;
+    if (!kick_parked()) {
+      notify_work();
     }
-    notify_work();
   }
 
   //! Work in queue `i` that the calling worker leaves alone: another worker's, which spins

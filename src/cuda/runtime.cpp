@@ -146,10 +146,10 @@ runtime::runtime(runtime_options options)
   sources.insert(sources.end(), options.idle_sources.begin(), options.idle_sources.end());
   m_sources = std::make_unique<idle_source_set>(std::span<idle_source* const>(sources));
   for (idle_source* src : sources) {
-    src->set_idle_waker(&runtime::wake_pool, &m_pool);
+    // A new earliest sleep shortens the parked poller's park: it must wake whoever spins.
+    src->set_idle_waker(src == &m_timers ? &runtime::wake_pool_timers : &runtime::wake_pool,
+                        &m_pool);
   }
-  // A new earliest sleep shortens the parked poller's park: it must wake whoever spins.
-  m_timers.set_idle_waker(&runtime::wake_pool_timers, &m_pool);
   m_pool.set_idle_source(m_sources.get());
   m_loop.set_idle_source(m_sources.get()); // `run` polls too: its completions need no wake-up
   m_pool.set_timer_service(&m_timers);
