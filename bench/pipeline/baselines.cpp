@@ -9,10 +9,19 @@
 //   handsm           one thread, K streams, a hand-written state machine: enqueue a job's
 //                    four GPU operations, record one event, poll the events, do a job's CPU
 //                    post-processing when its event completes.
+// And three probes (family "probe", never counted as a baseline): threads_per_job with the
+// one synchronize replaced by each way cuawait's strategies learn that the job is done, so
+// that a run can tell the cost of the way from the cost of cuawait's own path:
+//   threads_event_spin  record an event, spin on cudaEventQuery;
+//   threads_query_spin  no marker, spin on cudaStreamQuery;
+//   threads_word_spin   cuStreamWriteValue64 of the job's ticket into a mapped host word,
+//                       spin reading the word (the timeline strategy's marker).
 
 #include "gpu_resources.hpp"
 #include "kernels.hpp"
 #include "modes.hpp"
+
+#include <cuda.h> // types only: libcuda is reached through cudaGetDriverEntryPointByVersion
 
 #include <atomic>
 #include <chrono>
@@ -49,7 +58,7 @@ void enqueue_job(const mode_context& ctx, const raw_slot& slot, cudaStream_t s) 
 }
 
 //! One job, synchronizing after every operation.
-void run_job_blocking(const mode_context& ctx, std::int64_t job, const raw_slot& slot) {
+void run_job_blocking(const mode_context& ctx, std::int64_t job, raw_slot& slot) {
   const host_work& work = ctx.work;
   const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
   const cudaStream_t s = slot.stream.get();
@@ -71,7 +80,7 @@ void run_job_blocking(const mode_context& ctx, std::int64_t job, const raw_slot&
 
 //! One job, enqueuing its four GPU operations and synchronizing once (stream order makes
 //! the D2H copy wait for the kernels, and the sync wait for the D2H copy).
-void run_job_one_sync(const mode_context& ctx, std::int64_t job, const raw_slot& slot) {
+void run_job_one_sync(const mode_context& ctx, std::int64_t job, raw_slot& slot) {
   const cudaStream_t s = slot.stream.get();
   ctx.work.pre(job, slot.h());
   enqueue_job(ctx, slot, s);
@@ -80,7 +89,7 @@ void run_job_one_sync(const mode_context& ctx, std::int64_t job, const raw_slot&
 }
 
 void sync_per_op(mode_context& ctx, timed_region& timer) {
-  const raw_slot slot(static_cast<std::size_t>(ctx.work.w().bytes));
+  raw_slot slot(static_cast<std::size_t>(ctx.work.w().bytes));
   timer.start();
   for (std::int64_t job = 0; job < ctx.jobs; ++job) {
     run_job_blocking(ctx, job, slot);
@@ -88,15 +97,16 @@ void sync_per_op(mode_context& ctx, timed_region& timer) {
   timer.stop();
 }
 
-using job_fn = void (*)(const mode_context& ctx, std::int64_t job, const raw_slot& slot);
-
 //! T = concurrency threads (created before the timer, released together), each with its
-//! own stream and buffers, taking jobs from a shared counter and running each with `run_job`.
-void run_threads(mode_context& ctx, timed_region& timer, job_fn run_job) {
+//! own stream and buffers (a `Slot`), taking jobs from a shared counter and running each
+//! with `run_job`.
+template <class Slot>
+void run_threads(mode_context& ctx, timed_region& timer,
+                 void (*run_job)(const mode_context&, std::int64_t, Slot&)) {
   const int threads = ctx.concurrency;
-  std::vector<std::unique_ptr<raw_slot>> slots;
+  std::vector<std::unique_ptr<Slot>> slots;
   for (int t = 0; t < threads; ++t) {
-    slots.push_back(std::make_unique<raw_slot>(static_cast<std::size_t>(ctx.work.w().bytes)));
+    slots.push_back(std::make_unique<Slot>(static_cast<std::size_t>(ctx.work.w().bytes)));
   }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> go{false};
@@ -152,6 +162,100 @@ void threads_per_op(mode_context& ctx, timed_region& timer) {
 
 void threads_per_job(mode_context& ctx, timed_region& timer) {
   run_threads(ctx, timer, run_job_one_sync);
+}
+
+//! One probe thread's slot: a baseline slot with an event and a mapped host word that the
+//! stream writes each job's ticket into.
+struct probe_slot : raw_slot {
+  raw_event done = make_event();
+  host_ptr word_block = make_pinned(sizeof(std::uint64_t), cudaHostAllocMapped);
+  CUdeviceptr word_on_device = 0;
+  std::uint64_t ticket = 0;
+  explicit probe_slot(std::size_t bytes) : raw_slot(bytes) {
+    void* d = nullptr;
+    CUAWAIT_CUDA_CHECK("mapped word", cudaHostGetDevicePointer(&d, word_block.get(), 0));
+    word_on_device = reinterpret_cast<CUdeviceptr>(d);
+  }
+  [[nodiscard]] std::uint64_t word() const noexcept {
+    return std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(word_block.get()))
+        .load(std::memory_order_acquire);
+  }
+};
+
+using write_value64_fn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+write_value64_fn write_value64() {
+  static const write_value64_fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUAWAIT_CUDA_CHECK("cuStreamWriteValue64 entry point",
+                       cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &f, 12000,
+                                                        cudaEnableDefault, &found));
+    if (f == nullptr || found != cudaDriverEntryPointSuccess) {
+      throw mode_skipped("threads_word_spin: the driver has no cuStreamWriteValue64");
+    }
+    return reinterpret_cast<write_value64_fn>(f);
+  }();
+  return fn;
+}
+
+//! Spins until `query` stops answering cudaErrorNotReady; throws on an error or a stall.
+template <class Query>
+void spin_until_done(Query query, const char* operation) {
+  const auto since = std::chrono::steady_clock::now();
+  for (std::uint32_t n = 0;; ++n) {
+    const cudaError_t e = query();
+    if (e != cudaErrorNotReady) {
+      cuda::check(operation, e, operation);
+      return;
+    }
+    if ((n & 0xfffu) == 0 && std::chrono::steady_clock::now() - since > stall_limit) {
+      throw std::runtime_error(std::string(operation) + ": job not done after " +
+                               std::to_string(stall_limit.count()) + " s");
+    }
+  }
+}
+
+void run_job_event_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(slot.done.get(), s));
+  spin_until_done([&] { return cudaEventQuery(slot.done.get()); }, "cudaEventQuery");
+  ctx.work.post(job, slot.h());
+}
+
+void run_job_query_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  spin_until_done([&] { return cudaStreamQuery(s); }, "cudaStreamQuery");
+  ctx.work.post(job, slot.h());
+}
+
+void run_job_word_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  const std::uint64_t ticket = ++slot.ticket;
+  if (write_value64()(reinterpret_cast<CUstream>(s), slot.word_on_device, ticket, 0) !=
+      CUDA_SUCCESS) {
+    throw cuda::cuda_error(cudaErrorLaunchFailure, "threads_word_spin", "cuStreamWriteValue64");
+  }
+  spin_until_done([&] { return slot.word() >= ticket ? cudaSuccess : cudaErrorNotReady; },
+                  "word spin");
+  ctx.work.post(job, slot.h());
+}
+
+void threads_event_spin(mode_context& ctx, timed_region& timer) {
+  run_threads(ctx, timer, run_job_event_spin);
+}
+void threads_query_spin(mode_context& ctx, timed_region& timer) {
+  run_threads(ctx, timer, run_job_query_spin);
+}
+void threads_word_spin(mode_context& ctx, timed_region& timer) {
+  (void)write_value64(); // a driver without it skips the mode before its threads start
+  run_threads(ctx, timer, run_job_word_spin);
 }
 
 //! One handsm stream: its buffers, its completion event and the job it carries.
@@ -249,6 +353,27 @@ void register_baselines(std::vector<mode_entry>& modes) {
                    false,
                    4096,
                    one_thread});
+  modes.push_back({{"threads_event_spin", "probe",
+                    "threads_per_job with an event record and a cudaEventQuery spin in place "
+                    "of the synchronize (at most 1024)"},
+                   threads_event_spin,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_query_spin", "probe",
+                    "threads_per_job with a cudaStreamQuery spin in place of the synchronize "
+                    "(at most 1024)"},
+                   threads_query_spin,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_word_spin", "probe",
+                    "threads_per_job with cuStreamWriteValue64 into a mapped host word and a "
+                    "spin on the word in place of the synchronize (at most 1024)"},
+                   threads_word_spin,
+                   false,
+                   1024,
+                   thread_per_pipeline});
 }
 
 } // namespace cuawait::bench
