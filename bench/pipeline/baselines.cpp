@@ -14,6 +14,7 @@
 // that a run can tell the cost of the way from the cost of cuawait's own path:
 //   threads_event_spin  record an event, spin on cudaEventQuery;
 //   threads_query_spin  no marker, spin on cudaStreamQuery;
+//   threads_query_paced the same, at most one query every 2 µs;
 //   threads_word_spin   cuStreamWriteValue64 of the job's ticket into a mapped host word,
 //                       spin reading the word (the timeline strategy's marker).
 
@@ -233,6 +234,25 @@ void run_job_query_spin(const mode_context& ctx, std::int64_t job, probe_slot& s
   ctx.work.post(job, slot.h());
 }
 
+//! As run_job_query_spin, one query every 2 µs at most (fewer driver calls from the spinners).
+void run_job_query_paced(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  spin_until_done(
+      [&] {
+        const cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaErrorNotReady) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+        }
+        return e;
+      },
+      "cudaStreamQuery");
+  ctx.work.post(job, slot.h());
+}
+
 void run_job_word_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
   const cudaStream_t s = slot.stream.get();
   ctx.work.pre(job, slot.h());
@@ -252,6 +272,9 @@ void threads_event_spin(mode_context& ctx, timed_region& timer) {
 }
 void threads_query_spin(mode_context& ctx, timed_region& timer) {
   run_threads(ctx, timer, run_job_query_spin);
+}
+void threads_query_paced(mode_context& ctx, timed_region& timer) {
+  run_threads(ctx, timer, run_job_query_paced);
 }
 void threads_word_spin(mode_context& ctx, timed_region& timer) {
   (void)write_value64(); // a driver without it skips the mode before its threads start
@@ -364,6 +387,12 @@ void register_baselines(std::vector<mode_entry>& modes) {
                     "threads_per_job with a cudaStreamQuery spin in place of the synchronize "
                     "(at most 1024)"},
                    threads_query_spin,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_query_paced", "probe",
+                    "threads_query_spin with at most one query every 2 us (at most 1024)"},
+                   threads_query_paced,
                    false,
                    1024,
                    thread_per_pipeline});

@@ -95,6 +95,15 @@ int own_lane_override() noexcept {
   }();
   return v;
 }
+//! CUAWAIT_QUERY_PACE_NS=N: a thread spinning on a claimed lane queries it at most once
+//! every N ns (an experiment: fewer driver calls from the spinners). 0: not set.
+std::uint64_t query_pace_ns() noexcept {
+  static const std::uint64_t v = [] {
+    const char* e = std::getenv("CUAWAIT_QUERY_PACE_NS");
+    return e == nullptr ? std::uint64_t{0} : std::strtoull(e, nullptr, 10);
+  }();
+  return v;
+}
 } // namespace
 
 bool completion_reactor::reactor_lock_sleeps() noexcept {
@@ -1028,6 +1037,12 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
       break;
     }
     detail::cpu_relax();
+    if (const std::uint64_t pace = query_pace_ns(); pace != 0) {
+      const std::uint64_t asked = now_ns();
+      while (now_ns() - asked < pace && !detail::idle_interrupted()) {
+        detail::cpu_relax();
+      }
+    }
   }
   m_counters.queries.fetch_add(queries, std::memory_order_relaxed);
   std::size_t n = 0;
