@@ -14,7 +14,7 @@
 // that a run can tell the cost of the way from the cost of cuawait's own path:
 //   threads_event_spin  record an event, spin on cudaEventQuery;
 //   threads_query_spin  no marker, spin on cudaStreamQuery;
-//   threads_query_paced the same, at most one query every 2 µs;
+//   threads_query_paced the same, at most one query every 5 µs (CUAWAIT_PROBE_PACE_US);
 //   threads_word_spin   cuStreamWriteValue64 of the job's ticket into a mapped host word,
 //                       spin reading the word (the timeline strategy's marker).
 
@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -234,16 +235,27 @@ void run_job_query_spin(const mode_context& ctx, std::int64_t job, probe_slot& s
   ctx.work.post(job, slot.h());
 }
 
-//! As run_job_query_spin, one query every 2 µs at most (fewer driver calls from the spinners).
+//! The pace of threads_query_paced: CUAWAIT_PROBE_PACE_US, default 5 µs.
+std::chrono::microseconds probe_pace() {
+  static const std::chrono::microseconds pace{[] {
+    const char* e = std::getenv("CUAWAIT_PROBE_PACE_US");
+    return e == nullptr ? 5L : std::strtol(e, nullptr, 10);
+  }()};
+  return pace;
+}
+
+//! As run_job_query_spin, one query every `probe_pace()` at most (fewer driver calls from
+//! the spinners).
 void run_job_query_paced(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
   const cudaStream_t s = slot.stream.get();
+  const auto pace = probe_pace();
   ctx.work.pre(job, slot.h());
   enqueue_job(ctx, slot, s);
   spin_until_done(
       [&] {
         const cudaError_t e = cudaStreamQuery(s);
         if (e == cudaErrorNotReady) {
-          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+          const auto until = std::chrono::steady_clock::now() + pace;
           while (std::chrono::steady_clock::now() < until) {
           }
         }
@@ -391,7 +403,8 @@ void register_baselines(std::vector<mode_entry>& modes) {
                    1024,
                    thread_per_pipeline});
   modes.push_back({{"threads_query_paced", "probe",
-                    "threads_query_spin with at most one query every 2 us (at most 1024)"},
+                    "threads_query_spin with at most one query every CUAWAIT_PROBE_PACE_US "
+                    "(default 5 us; at most 1024)"},
                    threads_query_paced,
                    false,
                    1024,
