@@ -13,9 +13,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -328,7 +330,8 @@ public:
     // The default streams name a different stream per thread (per-thread) or per device
     // (legacy): one counter keyed by the handle would be shared by several streams, and a
     // later ticket written by one could resolve an earlier wait of another. Events instead.
-    if (is_default_stream(s) || now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
+    if (is_default_stream(s) || events_only() ||
+        now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
       arm_pooled_event(m_events, s, w);
       return;
     }
@@ -440,6 +443,16 @@ public:
   }
 
 private:
+  //! CUAWAIT_TIMELINE_MARKER=event: every marker is a pooled event, queried by the same
+  //! serial sweep (an experiment: the stream-written word costs one more driver submission
+  //! per await than an event record where launches queue on the driver).
+  static bool events_only() noexcept {
+    static const bool v = [] {
+      const char* e = std::getenv("CUAWAIT_TIMELINE_MARKER");
+      return e != nullptr && std::string_view(e) == "event";
+    }();
+    return v;
+  }
   static std::uint64_t now_ns() noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now().time_since_epoch())
