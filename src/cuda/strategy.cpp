@@ -330,9 +330,10 @@ public:
     // The default streams name a different stream per thread (per-thread) or per device
     // (legacy): one counter keyed by the handle would be shared by several streams, and a
     // later ticket written by one could resolve an earlier wait of another. Events instead.
-    if (is_default_stream(s) || events_only() ||
+    if (is_default_stream(s) || wants_event() ||
         now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
       arm_pooled_event(m_events, s, w);
+      m_event_markers.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     lane* lp = nullptr;
@@ -398,6 +399,7 @@ public:
     if (w.source_data == &g_owned_tag) {
       m_events.release(reinterpret_cast<cudaEvent_t>(w.token));
       w.source_data = nullptr;
+      m_event_markers.fetch_sub(1, std::memory_order_relaxed);
     }
   }
   strategy kind() const noexcept override { return strategy::timeline; }
@@ -443,15 +445,33 @@ public:
   }
 
 private:
+  enum class marker_rule { word, event, automatic };
   //! CUAWAIT_TIMELINE_MARKER=event: every marker is a pooled event, queried by the same
-  //! serial sweep (an experiment: the stream-written word costs one more driver submission
-  //! per await than an event record where launches queue on the driver).
-  static bool events_only() noexcept {
-    static const bool v = [] {
+  //! serial sweep; =auto: an event while fewer than `auto_events` event markers are
+  //! outstanding, the word beyond; otherwise (=word, unset) the word. An experiment: the
+  //! stream-written word costs the driver more than an event record where launches queue
+  //! on it, and an event costs a driver call per query where thousands wait.
+  static marker_rule rule() noexcept {
+    static const marker_rule v = [] {
       const char* e = std::getenv("CUAWAIT_TIMELINE_MARKER");
-      return e != nullptr && std::string_view(e) == "event";
+      const std::string_view r = e == nullptr ? "" : e;
+      return r == "event"  ? marker_rule::event
+             : r == "auto" ? marker_rule::automatic
+                           : marker_rule::word;
     }();
     return v;
+  }
+  static constexpr std::size_t auto_events = 16;
+  bool wants_event() const noexcept {
+    switch (rule()) {
+    case marker_rule::event:
+      return true;
+    case marker_rule::automatic:
+      return m_event_markers.load(std::memory_order_relaxed) < auto_events;
+    case marker_rule::word:
+      break;
+    }
+    return false;
   }
   static std::uint64_t now_ns() noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -503,6 +523,7 @@ private:
   std::atomic<bool> m_bells{true}; // false once a batched write failed where a single one did not
   event_pool m_events{cudaEventDisableTiming, device_at_construction()};
   std::atomic<std::uint64_t> m_events_until_ns{0};
+  std::atomic<std::size_t> m_event_markers{0}; //!< waits armed with a pooled event, not retired
   mutable std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
   std::vector<lane> m_free; //!< words of destroyed streams (see forget_stream)
