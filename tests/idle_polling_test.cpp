@@ -141,9 +141,10 @@ TEST(IdlePolling, AWorkerWithOneWaitWatchesItsOwnLaneWithoutSweeping) {
 // coroutine, which finishes last, while a wait of a plain thread on another lane finishes
 // first. The worker must find that one too (it sweeps between watches); the reactor has no
 // thread and nobody else polls.
-TEST(IdlePolling, AWorkerWatchingItsOwnLaneStillFindsTheWaitsOfOtherLanes) {
+void other_lanes_found_while_watching(std::uint32_t others_every) {
   reactor_options o = without_thread();
   o.own_lane_watch = true;
+  o.own_lane_others_every = others_every;
   o.stall_probe = 10s;
   polled_pool p(1, false, o, false, true);
   std::atomic<bool> own_done{false};
@@ -178,6 +179,46 @@ TEST(IdlePolling, AWorkerWatchingItsOwnLaneStillFindsTheWaitsOfOtherLanes) {
   while (!own_done.load()) {
     std::this_thread::yield();
   }
+}
+
+TEST(IdlePolling, AWorkerWatchingItsOwnLaneStillFindsTheWaitsOfOtherLanes) {
+  other_lanes_found_while_watching(1);
+}
+
+// The same when the watcher looks at the other lanes at every 16th poll only.
+TEST(IdlePolling, AWatcherThatLooksElsewhereRarelyStillFindsTheWaitsOfOtherLanes) {
+  other_lanes_found_while_watching(16);
+}
+
+// A thread spinning on a claimed lane queries it at most once per `query_pace`: over a
+// wait held pending for 40 ms, with a 2 ms pace, at most 40 / 2 queries and the first.
+// Back to back (no pace) the same worker makes thousands.
+TEST(IdlePolling, QueryPaceBoundsTheQueriesOfAClaimedLane) {
+  reactor_options o = without_thread();
+  o.claim_spin = 10s;
+  o.stall_probe = 10s;
+  o.query_pace = 2ms;
+  polled_pool p(1, false, o, true);
+  std::uint64_t queried = 0;
+  double elapsed_ms = 0;
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0) {
+      std::this_thread::yield();
+    }
+    const std::uint64_t q0 = p.source.queries();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(40ms); // how long the wait stays pending, not a synchronization
+    queried = p.source.queries() - q0;
+    elapsed_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    p.source.complete(7);
+  });
+  const seen s = ca::sync_wait(await_on_pool(p, 7, ca::priority::normal));
+  completer.join();
+  EXPECT_EQ(s.state, completion_state::done);
+  EXPECT_TRUE(s.on_worker);
+  EXPECT_LE(static_cast<double>(queried), elapsed_ms / 2.0 + 2.0)
+      << "queries of a claimed lane closer together than the pace";
 }
 
 // Workers park (the spin window is tiny) while a wait is pending; the completion then

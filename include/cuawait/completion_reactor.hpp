@@ -105,6 +105,17 @@ struct reactor_options {
   //! other lanes once. Off by default until measured on the GPU (docs/COMPLETION.md); the
   //! environment variable `CUAWAIT_OWN_LANE` (1 or 0) overrides it.
   bool own_lane_watch = false;
+  //! With the own-lane watch: while the watched wait is still pending, the watcher looks at
+  //! the other lanes at every `own_lane_others_every`-th poll only (1, the default: at every
+  //! poll). Fewer queries from the watchers; the other lanes are still found, later. The
+  //! environment variable `CUAWAIT_OWN_LANE=2` sets the watch on and this to 16.
+  std::uint32_t own_lane_others_every = 1;
+  //! An idle thread spinning on a claimed lane (see `claim_spin`) queries it at most once
+  //! per this period: 0 (the default) queries back to back. Each query of the
+  //! `stream_poll` and `event_poll` strategies is a driver call, and where sixteen threads
+  //! launch work on one device the driver serialises the calls. The environment variable
+  //! `CUAWAIT_QUERY_PACE_NS` overrides it. See docs/COMPLETION.md for the measured effect.
+  std::chrono::nanoseconds query_pace{0};
   //! Idle executor threads spinning on the reactor at once: every idle thread by default
   //! (the largest value); 0 means as many as waits are pending (at least one), the others
   //! parking. Measured on the H200 (64 KiB jobs, 2-16 in flight on a 16-worker pool) the cap

@@ -81,9 +81,8 @@ struct own_lane {
 };
 constinit thread_local own_lane tl_own_lane{};
 
-//! CUAWAIT_OWN_LANE=1 / 0: the own-lane watch on / off, whatever the options say;
-//! 2: on, and a thread whose own lane is still pending looks at the other lanes only at
-//! every 16th such poll (an experiment: fewer queries from the watchers). -1: not set.
+//! CUAWAIT_OWN_LANE=1 / 0: the own-lane watch on / off, whatever the options say; 2: on,
+//! and `own_lane_others_every` 16. -1: not set.
 int own_lane_override() noexcept {
   static const int v = [] {
     const char* e = std::getenv("CUAWAIT_OWN_LANE");
@@ -95,14 +94,29 @@ int own_lane_override() noexcept {
   }();
   return v;
 }
-//! CUAWAIT_QUERY_PACE_NS=N: a thread spinning on a claimed lane queries it at most once
-//! every N ns (an experiment: fewer driver calls from the spinners). 0: not set.
-std::uint64_t query_pace_ns() noexcept {
-  static const std::uint64_t v = [] {
+
+//! CUAWAIT_QUERY_PACE_NS=N overrides `reactor_options::query_pace`; -1: not set.
+std::int64_t query_pace_override() noexcept {
+  static const std::int64_t v = [] {
     const char* e = std::getenv("CUAWAIT_QUERY_PACE_NS");
-    return e == nullptr ? std::uint64_t{0} : std::strtoull(e, nullptr, 10);
+    return e == nullptr || *e == '\0' ? std::int64_t{-1}
+                                      : static_cast<std::int64_t>(std::strtoull(e, nullptr, 10));
   }();
   return v;
+}
+
+reactor_options with_overrides(reactor_options o) noexcept {
+  if (own_lane_override() >= 0) {
+    o.own_lane_watch = own_lane_override() != 0;
+  }
+  if (own_lane_override() == 2) {
+    o.own_lane_others_every = 16;
+  }
+  if (query_pace_override() >= 0) {
+    o.query_pace = std::chrono::nanoseconds(query_pace_override());
+  }
+  o.own_lane_others_every = std::max<std::uint32_t>(1, o.own_lane_others_every);
+  return o;
 }
 } // namespace
 
@@ -115,9 +129,8 @@ bool completion_reactor::reactor_lock_sleeps() noexcept {
 }
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
-    : m_source(&source), m_options(options),
-      m_own_lane_watch(own_lane_override() < 0 ? options.own_lane_watch
-                                               : own_lane_override() != 0) {
+    : m_source(&source), m_options(with_overrides(std::move(options))),
+      m_own_lane_watch(m_options.own_lane_watch) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   m_load.created_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
@@ -1026,6 +1039,7 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
   }
   const std::uint64_t start = now_ns();
   const auto budget = static_cast<std::uint64_t>(m_options.claim_spin.count());
+  const auto pace = static_cast<std::uint64_t>(m_options.query_pace.count());
   completion_status st{};
   std::uint64_t queries = 0;
   for (;;) {
@@ -1037,7 +1051,7 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
       break;
     }
     detail::cpu_relax();
-    if (const std::uint64_t pace = query_pace_ns(); pace != 0) {
+    if (pace != 0) { // the next query of this claim no sooner than `query_pace` after this one
       const std::uint64_t asked = now_ns();
       while (now_ns() - asked < pace && !detail::idle_interrupted()) {
         detail::cpu_relax();
@@ -1096,8 +1110,8 @@ std::size_t completion_reactor::poll_idle() noexcept {
     }
     if (!busy) {
       tl_own_lane = {}; // nothing of this thread's to watch there any more
-    } else if (own_lane_override() == 2 && (++tl_own_lane.misses & 15u) != 0) {
-      return stopped;
+    } else if (++tl_own_lane.misses % m_options.own_lane_others_every != 0) {
+      return stopped; // its own wait is still pending: the other lanes only now and then
     }
     // Still pending: look at the other lanes once before watching it again, so that waits
     // whose own threads are busy elsewhere are found too.
