@@ -102,8 +102,9 @@ struct reactor_options {
   //! `timeline`), an idle executor thread with exactly one coroutine waiting watches that
   //! wait's lane outside the lock for up to `claim_spin` (returning early when work arrives
   //! for it), as a thread in `cudaStreamSynchronize` watches its stream, then sweeps the
-  //! other lanes once. Off by default until measured on the GPU (docs/COMPLETION.md); the
-  //! environment variable `CUAWAIT_OWN_LANE` (1 or 0) overrides it.
+  //! other lanes once. Off by default: on the GPU it sped up code that awaits after every
+  //! operation and slowed one `co_await` per job at 16 in flight (docs/COMPLETION.md). The
+  //! environment variable `CUAWAIT_OWN_LANE` (1 or 0; 2, see below) overrides it.
   bool own_lane_watch = false;
   //! With the own-lane watch: while the watched wait is still pending, the watcher looks at
   //! the other lanes at every `own_lane_others_every`-th poll only (1, the default: at every
