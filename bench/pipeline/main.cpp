@@ -157,7 +157,10 @@ std::vector<const mode_entry*> select(const std::vector<mode_entry>& modes,
   };
   for (const std::string& n : names) {
     for (const mode_entry& m : modes) {
-      if (n == "all" || n == m.desc.name || (n == "baselines" && m.desc.family == "baseline") ||
+      // "all" leaves out the probes (named one by one: they measure, they are no way to
+      // run the pipeline).
+      if ((n == "all" && m.desc.family != "probe") || n == m.desc.name ||
+          (n == "baselines" && m.desc.family == "baseline") ||
           (n == "cuawait" && m.desc.family == "cuawait")) {
         add(m);
       }
