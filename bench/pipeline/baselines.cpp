@@ -218,21 +218,14 @@ void spin_until_done(Query query, const char* operation) {
   }
 }
 
-void run_job_event_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
-  const cudaStream_t s = slot.stream.get();
-  ctx.work.pre(job, slot.h());
-  enqueue_job(ctx, slot, s);
+// How each probe learns that the job it enqueued on `s` is done (marker, then wait).
+void finish_event_spin(probe_slot& slot, cudaStream_t s) {
   CUAWAIT_CUDA_CHECK("event record", cudaEventRecord(slot.done.get(), s));
   spin_until_done([&] { return cudaEventQuery(slot.done.get()); }, "cudaEventQuery");
-  ctx.work.post(job, slot.h());
 }
 
-void run_job_query_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
-  const cudaStream_t s = slot.stream.get();
-  ctx.work.pre(job, slot.h());
-  enqueue_job(ctx, slot, s);
+void finish_query_spin(probe_slot&, cudaStream_t s) {
   spin_until_done([&] { return cudaStreamQuery(s); }, "cudaStreamQuery");
-  ctx.work.post(job, slot.h());
 }
 
 //! The pace of threads_query_paced: CUAWAIT_PROBE_PACE_US, default 5 µs.
@@ -244,13 +237,10 @@ std::chrono::microseconds probe_pace() {
   return pace;
 }
 
-//! As run_job_query_spin, one query every `probe_pace()` at most (fewer driver calls from
+//! As finish_query_spin, one query every `probe_pace()` at most (fewer driver calls from
 //! the spinners).
-void run_job_query_paced(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
-  const cudaStream_t s = slot.stream.get();
+void finish_query_paced(probe_slot&, cudaStream_t s) {
   const auto pace = probe_pace();
-  ctx.work.pre(job, slot.h());
-  enqueue_job(ctx, slot, s);
   spin_until_done(
       [&] {
         const cudaError_t e = cudaStreamQuery(s);
@@ -262,13 +252,9 @@ void run_job_query_paced(const mode_context& ctx, std::int64_t job, probe_slot& 
         return e;
       },
       "cudaStreamQuery");
-  ctx.work.post(job, slot.h());
 }
 
-void run_job_word_spin(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
-  const cudaStream_t s = slot.stream.get();
-  ctx.work.pre(job, slot.h());
-  enqueue_job(ctx, slot, s);
+void finish_word_spin(probe_slot& slot, cudaStream_t s) {
   const std::uint64_t ticket = ++slot.ticket;
   if (write_value64()(reinterpret_cast<CUstream>(s), slot.word_on_device, ticket, 0) !=
       CUDA_SUCCESS) {
@@ -276,21 +262,24 @@ void run_job_word_spin(const mode_context& ctx, std::int64_t job, probe_slot& sl
   }
   spin_until_done([&] { return slot.word() >= ticket ? cudaSuccess : cudaErrorNotReady; },
                   "word spin");
+}
+
+//! One job of a probe: as run_job_one_sync, with `Finish` in place of the synchronize.
+template <void (*Finish)(probe_slot&, cudaStream_t)>
+void run_job_probe(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const cudaStream_t s = slot.stream.get();
+  ctx.work.pre(job, slot.h());
+  enqueue_job(ctx, slot, s);
+  Finish(slot, s);
   ctx.work.post(job, slot.h());
 }
 
-void threads_event_spin(mode_context& ctx, timed_region& timer) {
-  run_threads(ctx, timer, run_job_event_spin);
-}
-void threads_query_spin(mode_context& ctx, timed_region& timer) {
-  run_threads(ctx, timer, run_job_query_spin);
-}
-void threads_query_paced(mode_context& ctx, timed_region& timer) {
-  run_threads(ctx, timer, run_job_query_paced);
-}
-void threads_word_spin(mode_context& ctx, timed_region& timer) {
-  (void)write_value64(); // a driver without it skips the mode before its threads start
-  run_threads(ctx, timer, run_job_word_spin);
+template <void (*Finish)(probe_slot&, cudaStream_t)>
+void threads_probe(mode_context& ctx, timed_region& timer) {
+  if constexpr (Finish == &finish_word_spin) {
+    (void)write_value64(); // a driver without it skips the mode before its threads start
+  }
+  run_threads(ctx, timer, run_job_probe<Finish>);
 }
 
 //! One handsm stream: its buffers, its completion event and the job it carries.
@@ -391,28 +380,28 @@ void register_baselines(std::vector<mode_entry>& modes) {
   modes.push_back({{"threads_event_spin", "probe",
                     "threads_per_job with an event record and a cudaEventQuery spin in place "
                     "of the synchronize (at most 1024)"},
-                   threads_event_spin,
+                   threads_probe<finish_event_spin>,
                    false,
                    1024,
                    thread_per_pipeline});
   modes.push_back({{"threads_query_spin", "probe",
                     "threads_per_job with a cudaStreamQuery spin in place of the synchronize "
                     "(at most 1024)"},
-                   threads_query_spin,
+                   threads_probe<finish_query_spin>,
                    false,
                    1024,
                    thread_per_pipeline});
   modes.push_back({{"threads_query_paced", "probe",
                     "threads_query_spin with at most one query every CUAWAIT_PROBE_PACE_US "
                     "(default 5 us; at most 1024)"},
-                   threads_query_paced,
+                   threads_probe<finish_query_paced>,
                    false,
                    1024,
                    thread_per_pipeline});
   modes.push_back({{"threads_word_spin", "probe",
                     "threads_per_job with cuStreamWriteValue64 into a mapped host word and a "
                     "spin on the word in place of the synchronize (at most 1024)"},
-                   threads_word_spin,
+                   threads_probe<finish_word_spin>,
                    false,
                    1024,
                    thread_per_pipeline});
