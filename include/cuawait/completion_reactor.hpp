@@ -306,8 +306,7 @@ private:
   static bool reactor_lock_sleeps() noexcept;
 
   completion_source* m_source;
-  reactor_options m_options;
-  bool m_own_lane_watch = false; // m_options.own_lane_watch, or CUAWAIT_OWN_LANE
+  reactor_options m_options; // as given, with the environment's overrides (CUAWAIT_OWN_LANE...)
   reactor_trace m_trace{};
 
   // Guards lanes, nodes, the ready list. A spinning lock: the idle poll takes it again and

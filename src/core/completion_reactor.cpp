@@ -129,8 +129,7 @@ bool completion_reactor::reactor_lock_sleeps() noexcept {
 }
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
-    : m_source(&source), m_options(with_overrides(std::move(options))),
-      m_own_lane_watch(m_options.own_lane_watch) {
+    : m_source(&source), m_options(with_overrides(std::move(options))) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   m_load.created_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
@@ -1100,7 +1099,7 @@ std::size_t completion_reactor::poll_idle() noexcept {
   const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
   const bool recent = now_ns() - m_last_progress_ns.load(std::memory_order_relaxed) < probe_after;
   if (recent && tl_own_lane.reactor == this && detail::idle_poller_waits_once() &&
-      m_source->unlocked_queries() && m_own_lane_watch) {
+      m_source->unlocked_queries() && m_options.own_lane_watch) {
     // One coroutine of this thread waits (on the lane of its last wait): watch that lane
     // first, like a thread that waits for its own stream, with no lock held meanwhile.
     bool busy = false;

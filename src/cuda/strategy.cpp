@@ -333,7 +333,9 @@ public:
     if (is_default_stream(s) || wants_event() ||
         now_ns() < m_events_until_ns.load(std::memory_order_relaxed)) {
       arm_pooled_event(m_events, s, w);
-      m_event_markers.fetch_add(1, std::memory_order_relaxed);
+      if (rule() == marker_rule::automatic) { // the count is for that rule only
+        m_event_markers.fetch_add(1, std::memory_order_relaxed);
+      }
       return;
     }
     lane* lp = nullptr;
@@ -399,7 +401,9 @@ public:
     if (w.source_data == &g_owned_tag) {
       m_events.release(reinterpret_cast<cudaEvent_t>(w.token));
       w.source_data = nullptr;
-      m_event_markers.fetch_sub(1, std::memory_order_relaxed);
+      if (rule() == marker_rule::automatic) {
+        m_event_markers.fetch_sub(1, std::memory_order_relaxed);
+      }
     }
   }
   strategy kind() const noexcept override { return strategy::timeline; }
@@ -523,7 +527,8 @@ private:
   std::atomic<bool> m_bells{true}; // false once a batched write failed where a single one did not
   event_pool m_events{cudaEventDisableTiming, device_at_construction()};
   std::atomic<std::uint64_t> m_events_until_ns{0};
-  std::atomic<std::size_t> m_event_markers{0}; //!< waits armed with a pooled event, not retired
+  std::atomic<std::size_t> m_event_markers{
+      0}; //!< `auto` rule: waits armed with an event, not retired
   mutable std::mutex m_mutex;
   std::unordered_map<cudaStream_t, lane> m_lanes;
   std::vector<lane> m_free; //!< words of destroyed streams (see forget_stream)
