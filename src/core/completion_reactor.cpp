@@ -95,13 +95,23 @@ int own_lane_override() noexcept {
   return v;
 }
 
+//! The whole number in the environment variable `name`; -1: not set.
+std::int64_t env_count(const char* name) noexcept {
+  const char* e = std::getenv(name);
+  return e == nullptr || *e == '\0' ? std::int64_t{-1}
+                                    : static_cast<std::int64_t>(std::strtoull(e, nullptr, 10));
+}
+
 //! CUAWAIT_QUERY_PACE_NS=N overrides `reactor_options::query_pace`; -1: not set.
 std::int64_t query_pace_override() noexcept {
-  static const std::int64_t v = [] {
-    const char* e = std::getenv("CUAWAIT_QUERY_PACE_NS");
-    return e == nullptr || *e == '\0' ? std::int64_t{-1}
-                                      : static_cast<std::int64_t>(std::strtoull(e, nullptr, 10));
-  }();
+  static const std::int64_t v = env_count("CUAWAIT_QUERY_PACE_NS");
+  return v;
+}
+
+//! CUAWAIT_CLAIM_SPIN_US=N overrides `reactor_options::claim_spin` (for measuring); -1: not
+//! set.
+std::int64_t claim_spin_override() noexcept {
+  static const std::int64_t v = env_count("CUAWAIT_CLAIM_SPIN_US");
   return v;
 }
 
@@ -114,6 +124,9 @@ reactor_options with_overrides(reactor_options o) noexcept {
   }
   if (query_pace_override() >= 0) {
     o.query_pace = std::chrono::nanoseconds(query_pace_override());
+  }
+  if (claim_spin_override() >= 0) {
+    o.claim_spin = std::chrono::microseconds(claim_spin_override());
   }
   o.own_lane_others_every = std::max<std::uint32_t>(1, o.own_lane_others_every);
   return o;

@@ -10,7 +10,6 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -55,21 +54,6 @@ std::size_t idle_spinners(std::size_t asked) {
   }
 }
 
-//! `CUAWAIT_CLAIM_SPIN_US=N` overrides `reactor_options::claim_spin` (µs), so one binary can
-//! compare how long an idle thread spins on a claimed lane between two takes of the lock.
-std::chrono::nanoseconds claim_spin(std::chrono::nanoseconds asked) {
-  const char* env = std::getenv("CUAWAIT_CLAIM_SPIN_US");
-  if (env == nullptr || *env == '\0') {
-    return asked;
-  }
-  try {
-    return std::chrono::microseconds(std::stoul(env));
-  } catch (const std::exception&) {
-    throw std::invalid_argument(std::string("CUAWAIT_CLAIM_SPIN_US=") + env +
-                                ": not a number of microseconds");
-  }
-}
-
 //! `CUAWAIT_DOCTOR=1` prints the doctor's report when the runtime is destroyed.
 bool doctor_at_exit() {
   const char* env = std::getenv("CUAWAIT_DOCTOR");
@@ -99,7 +83,6 @@ cuda::device_context_options context_options(const runtime_options& o, int devic
   c.completion = o.strategy;
   c.reactor = with_thread(o.reactor, use_reactor_thread(o.reactor_thread));
   c.reactor.idle_spinners = idle_spinners(o.reactor.idle_spinners);
-  c.reactor.claim_spin = claim_spin(o.reactor.claim_spin);
   c.regions = o.regions;
   c.streams = o.streams;
   return c;
