@@ -9,10 +9,11 @@
 //                       executable per stream) and replays with unchanged parameters.
 //   coro_graph_batched  C coroutine pipelines each hold a slot of an arena_pair (pinned +
 //                       device at equal offsets); per job: pre, co_await batcher.submit(job),
-//                       post. A batch's copies of adjacent slots merge into one transfer, and
-//                       kernels A and B run once per merged run. The batcher's knobs come from
-//                       the command line (--batch, --batch-wait-us, --batch-in-flight,
-//                       --batch-streams).
+//                       post. A batch's copies of adjacent slots merge into one transfer, the
+//                       transfers of a batch go in one driver call each way (copy_merged),
+//                       and kernels A and B run in one launch each over all its runs. The
+//                       batcher's knobs come from the command line (--batch,
+//                       --batch-wait-us, --batch-in-flight, --batch-streams).
 //   coro_staged_batched the same batches, their stages on the shared stage streams of
 //                       coro_staged (stage_streams.hpp) instead of the batcher's streams.
 // Every run uses min(concurrency, jobs) pipelines; setup (allocations, captures, the
@@ -234,8 +235,8 @@ struct batch_stages {
   cu::event unloaded; //!< behind its D2H copies
 };
 
-//! A batch: merged copies in, kernels A and B per merged run, merged copies out. All on the
-//! batcher's stream `s`, or, with `staged`, on the stage streams (one merged H2D and one
+//! A batch: merged copies in, kernels A and B over all merged runs, merged copies out. All on
+//! the batcher's stream `s`, or, with `staged`, on the stage streams (one merged H2D and one
 //! merged D2H in flight at a time), after which `s` waits for the D2H so that the batcher's
 //! completion event stands for the whole batch.
 struct batch_shape {
@@ -261,14 +262,19 @@ struct batch_shape {
       h2d.record(staged->loaded);
       kernels.wait(staged->loaded);
     }
-    const int iters = ctx->work.w().iters;
+    // Kernels A and B over every merged run in one launch each (up to 64 runs a launch).
+    std::vector<kernel_run> runs;
+    runs.reserve(in.size());
     for (const copy_span& run : in) {
-      float* d = static_cast<float*>(run.dst);
-      const std::size_t n = run.bytes / sizeof(float);
-      const int grid = kernel_grid(n, ctx->sms);
-      cu::check("kernel A", launch_kernel_a(d, d, n, iters, grid, kernels.get()), "launch");
-      cu::check("kernel B", launch_kernel_b(d, d, n, iters, grid, kernels.get()), "launch");
+      runs.push_back({static_cast<float*>(run.dst), run.bytes / sizeof(float)});
     }
+    const int iters = ctx->work.w().iters;
+    cu::check("kernel A",
+              launch_kernel_a_runs(runs.data(), runs.size(), iters, ctx->sms, kernels.get()),
+              "launch");
+    cu::check("kernel B",
+              launch_kernel_b_runs(runs.data(), runs.size(), iters, ctx->sms, kernels.get()),
+              "launch");
     if (staged != nullptr) {
       kernels.record(staged->computed);
       d2h.wait(staged->computed);

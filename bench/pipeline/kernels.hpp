@@ -33,6 +33,26 @@ using kernel_fn = void (*)(const float*, float*, std::size_t, int);
 [[nodiscard]] cudaError_t launch_kernel_b(const float* in, float* out, std::size_t n, int iters,
                                           int grid, cudaStream_t s) noexcept;
 
+//! Buffers of one batch for kernels A and B in one launch: up to `max_kernel_runs` buffers,
+//! each worked in place (what a user who batches jobs writes instead of a launch per job).
+struct kernel_run {
+  float* data = nullptr;
+  std::size_t n = 0; //!< floats
+};
+inline constexpr int max_kernel_runs = 64;
+struct kernel_runs {
+  kernel_run run[max_kernel_runs];
+  int count = 0;
+};
+
+//! Enqueues kernel A (or B) over every buffer of `runs` in place, one launch per
+//! `max_kernel_runs` buffers: each element gets exactly what `launch_kernel_a` would give it.
+//! Returns the first launch error, if any.
+[[nodiscard]] cudaError_t launch_kernel_a_runs(const kernel_run* runs, std::size_t count, int iters,
+                                               int sms, cudaStream_t s) noexcept;
+[[nodiscard]] cudaError_t launch_kernel_b_runs(const kernel_run* runs, std::size_t count, int iters,
+                                               int sms, cudaStream_t s) noexcept;
+
 //! Enqueues one block that spins until `*flag` (mapped host memory) becomes non-zero or
 //! `max_ns` of GPU time passed, whichever is first; the bound keeps a host bug from
 //! hanging the GPU. Used to hold back work while the host enqueues it.

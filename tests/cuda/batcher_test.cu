@@ -19,6 +19,7 @@
 #include <latch>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -251,6 +252,83 @@ TEST(BatcherGpu, DrivenByTheRuntimesWorkersWithoutAThreadOfItsOwn) {
   for (std::size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(sl.host[i], expected[i]) << "float " << i << " of job " << i / floats_per_job;
   }
+}
+
+//! Copies slots 0, 2, 5 and 7 (no two adjacent, sizes differing) to the device and back
+//! into slots 8 and up with `copy_batch` on `s`, through `run` (which enqueues and waits),
+//! and checks every float landed where it belongs.
+template <class Run>
+void expect_scattered_round_trip(Run run) {
+  slots sl(16);
+  (void)fill(sl, 8); // random floats in the host slots
+  const std::size_t picked[] = {0, 2, 5, 7};
+  const std::size_t floats[] = {floats_per_job, 100, floats_per_job - 1, 1};
+  std::vector<cuawait::copy_span> in, out;
+  for (std::size_t i = 0; i < 4; ++i) {
+    in.push_back({sl.d(picked[i]), sl.h(picked[i]), floats[i] * sizeof(float)});
+    out.push_back({sl.h(8 + i), sl.d(picked[i]), floats[i] * sizeof(float)});
+  }
+  run(in, out);
+  for (std::size_t i = 0; i < 4; ++i) {
+    for (std::size_t k = 0; k < floats[i]; ++k) {
+      ASSERT_EQ(sl.h(8 + i)[k], sl.h(picked[i])[k]) << "copy " << i << " float " << k;
+    }
+  }
+}
+
+TEST(BatcherGpu, CopyBatchMovesScatteredCopiesOnACreatedStream) {
+  CUAWAIT_REQUIRE_GPU();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  expect_scattered_round_trip([&](auto& in, auto& out) {
+    cu::copy_batch(s, in);
+    cu::copy_batch(s, out); // stream-ordered after the first batch
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  });
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(BatcherGpu, CopyBatchFallsBackOnTheLegacyStreamAndInACapture) {
+  CUAWAIT_REQUIRE_GPU();
+  expect_scattered_round_trip([&](auto& in, auto& out) {
+    cu::copy_batch(cudaStreamLegacy, in); // the driver refuses batched copies here
+    cu::copy_batch(cudaStreamLegacy, out);
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
+  });
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  expect_scattered_round_trip([&](auto& in, auto& out) {
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    cu::copy_batch(s, in);
+    cu::copy_batch(s, out);
+    cudaGraph_t g = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t x = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(x, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    (void)cudaGraphExecDestroy(x);
+    (void)cudaGraphDestroy(g);
+  });
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(BatcherGpu, CopyBatchNamesABadCopy) {
+  CUAWAIT_REQUIRE_GPU();
+  slots sl(2);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  // The second copy has no destination.
+  const std::vector<cuawait::copy_span> bad{{sl.d(0), sl.h(0), job_bytes},
+                                            {nullptr, sl.h(1), job_bytes}};
+  try {
+    cu::copy_batch(s, bad);
+    ADD_FAILURE() << "a copy to a null destination was accepted";
+  } catch (const cu::cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("batched copy"), std::string::npos) << e.what();
+  }
+  (void)cudaGetLastError();
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 TEST(BatcherGpu, BadOptionsAreRefused) {

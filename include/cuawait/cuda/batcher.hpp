@@ -55,6 +55,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <exception>
@@ -68,19 +69,91 @@
 
 namespace cuawait::cuda {
 
-//! Enqueues `copies` on `s` with one `cudaMemcpyAsync` per run of adjacent copies (sources
-//! and destinations both contiguous, as with slots of an `arena_pair`). On return `copies`
-//! holds the merged runs (sorted by source), e.g. to launch one kernel per run. Returns the
-//! number of transfers enqueued. Buffers not from an arena still work: they are copied one
-//! by one.
-//! @throws cuda_error ("merged copy")
+namespace detail {
+//! Whether `cudaMemcpyBatchAsync` may carry copies on `s`: not on the legacy default stream
+//! (the driver refuses it there), not while `s` is being captured into a graph (a captured
+//! batch of copies is not what `copy_batch` promises to callers that replay it), and not
+//! once the driver said it lacks batched copies.
+inline std::atomic<bool>& batch_copies_unsupported() noexcept {
+  static std::atomic<bool> v{false};
+  return v;
+}
+inline bool batch_copies_usable(stream_ref s) noexcept {
+#if CUDART_VERSION >= 13000
+  if (batch_copies_unsupported().load(std::memory_order_relaxed) || s.get() == nullptr ||
+      s.get() == cudaStreamLegacy) {
+    return false;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s.get(), &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return capture == cudaStreamCaptureStatusNone;
+#else
+  (void)s;
+  return false;
+#endif
+}
+} // namespace detail
+
+//! Enqueues `copies` on `s` in one driver call where the driver allows it
+//! (`cudaMemcpyBatchAsync`): a batch of N scattered copies costs the host one submission
+//! instead of N. The copies must not overlap one another (they may run in any order among
+//! themselves); the batch as a whole is stream-ordered like any copy. Falls back to one
+//! `cudaMemcpyAsync` per copy on the legacy default stream, while `s` is capturing, and where
+//! the driver lacks batched copies. Host memory should be pinned, as for any async copy.
+//! @throws cuda_error ("batched copy") naming the call that failed
+inline void copy_batch(stream_ref s, std::span<const copy_span> copies) {
+  if (copies.empty()) {
+    return;
+  }
+  std::size_t total = 0;
+  for (const copy_span& c : copies) {
+    total += c.bytes;
+  }
+#if CUDART_VERSION >= 13000
+  if (copies.size() > 1 && detail::batch_copies_usable(s)) {
+    std::vector<void*> dsts(copies.size());
+    std::vector<const void*> srcs(copies.size());
+    std::vector<std::size_t> sizes(copies.size());
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      dsts[i] = copies[i].dst;
+      srcs[i] = copies[i].src;
+      sizes[i] = copies[i].bytes;
+    }
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t first = 0;
+    const cudaError_t e = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(),
+                                               copies.size(), &attr, &first, 1, s.get());
+    if (e == cudaSuccess) {
+      detail::note_copy(total);
+      return;
+    }
+    if (e != cudaErrorNotSupported && e != cudaErrorCallRequiresNewerDriver) {
+      check("batched copy", e, "cudaMemcpyBatchAsync");
+    }
+    (void)cudaGetLastError();
+    detail::batch_copies_unsupported().store(true, std::memory_order_relaxed);
+  }
+#endif
+  for (const copy_span& c : copies) {
+    check("batched copy", cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()),
+          "cudaMemcpyAsync");
+  }
+  detail::note_copy(total);
+}
+
+//! Merges the runs of adjacent copies in `copies` (sources and destinations both contiguous,
+//! as with slots of an `arena_pair`) and enqueues the runs on `s` with `copy_batch` (one
+//! driver call for all of them where the driver allows it). On return `copies` holds the
+//! merged runs (sorted by source), e.g. to launch a kernel over them. Returns the number of
+//! runs (transfers). Buffers not from an arena still work: each is a run of its own.
+//! @throws cuda_error ("batched copy")
 inline std::size_t copy_merged(stream_ref s, std::vector<copy_span>& copies) {
   ::cuawait::cuda::detail::coalesce_copies(copies);
-  for (const copy_span& c : copies) {
-    check("merged copy", cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()),
-          "cudaMemcpyAsync");
-    detail::note_copy(c.bytes);
-  }
+  copy_batch(s, copies);
   return copies.size();
 }
 
