@@ -17,6 +17,9 @@
 //   threads_query_paced the same, at most one query every 5 µs (CUAWAIT_PROBE_PACE_US);
 //   threads_word_spin   cuStreamWriteValue64 of the job's ticket into a mapped host word,
 //                       spin reading the word (the timeline strategy's marker).
+// And the same three ways after every operation instead of once per job (threads_per_op
+// with its four synchronizes replaced): threads_op_event_spin, threads_op_query_spin,
+// threads_op_word_spin.
 
 #include "gpu_resources.hpp"
 #include "kernels.hpp"
@@ -274,12 +277,34 @@ void run_job_probe(const mode_context& ctx, std::int64_t job, probe_slot& slot) 
   ctx.work.post(job, slot.h());
 }
 
+//! One job of a per-operation probe: as run_job_blocking, with `Finish` after each operation.
 template <void (*Finish)(probe_slot&, cudaStream_t)>
+void run_job_op_probe(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
+  const host_work& work = ctx.work;
+  const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
+  const cudaStream_t s = slot.stream.get();
+  work.pre(job, slot.h());
+  CUAWAIT_CUDA_CHECK("copy H2D",
+                     cudaMemcpyAsync(slot.d(), slot.h(), bytes, cudaMemcpyHostToDevice, s));
+  Finish(slot, s);
+  CUAWAIT_CUDA_CHECK("kernel A",
+                     launch_kernel_a(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
+  Finish(slot, s);
+  CUAWAIT_CUDA_CHECK("kernel B",
+                     launch_kernel_b(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
+  Finish(slot, s);
+  CUAWAIT_CUDA_CHECK("copy D2H",
+                     cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
+  Finish(slot, s);
+  work.post(job, slot.h());
+}
+
+template <void (*Finish)(probe_slot&, cudaStream_t), bool PerOp = false>
 void threads_probe(mode_context& ctx, timed_region& timer) {
   if constexpr (Finish == &finish_word_spin) {
     (void)write_value64(); // a driver without it skips the mode before its threads start
   }
-  run_threads(ctx, timer, run_job_probe<Finish>);
+  run_threads(ctx, timer, PerOp ? run_job_op_probe<Finish> : run_job_probe<Finish>);
 }
 
 //! One handsm stream: its buffers, its completion event and the job it carries.
@@ -402,6 +427,27 @@ void register_baselines(std::vector<mode_entry>& modes) {
                     "threads_per_job with cuStreamWriteValue64 into a mapped host word and a "
                     "spin on the word in place of the synchronize (at most 1024)"},
                    threads_probe<finish_word_spin>,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_op_event_spin", "probe",
+                    "threads_per_op with an event record and a cudaEventQuery spin in place of "
+                    "each synchronize (at most 1024)"},
+                   threads_probe<finish_event_spin, true>,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_op_query_spin", "probe",
+                    "threads_per_op with a cudaStreamQuery spin in place of each synchronize "
+                    "(at most 1024)"},
+                   threads_probe<finish_query_spin, true>,
+                   false,
+                   1024,
+                   thread_per_pipeline});
+  modes.push_back({{"threads_op_word_spin", "probe",
+                    "threads_per_op with cuStreamWriteValue64 and a word spin in place of each "
+                    "synchronize (at most 1024)"},
+                   threads_probe<finish_word_spin, true>,
                    false,
                    1024,
                    thread_per_pipeline});
