@@ -71,9 +71,9 @@ namespace cuawait::cuda {
 
 namespace detail {
 //! Whether `cudaMemcpyBatchAsync` may carry copies on `s`: not on the legacy default stream
-//! (the driver refuses it there), not while `s` is being captured into a graph (a captured
-//! batch of copies is not what `copy_batch` promises to callers that replay it), and not
-//! once the driver said it lacks batched copies.
+//! (the driver refuses it there), not while `s` is being captured into a graph (plain copies
+//! are captured as copy nodes everywhere; batched ones are not relied on), and not once the
+//! driver refused them where the same copies went one by one.
 inline std::atomic<bool>& batch_copies_unsupported() noexcept {
   static std::atomic<bool> v{false};
   return v;
@@ -102,7 +102,9 @@ inline bool batch_copies_usable(stream_ref s) noexcept {
 //! instead of N. The copies must not overlap one another (they may run in any order among
 //! themselves); the batch as a whole is stream-ordered like any copy. Falls back to one
 //! `cudaMemcpyAsync` per copy on the legacy default stream, while `s` is capturing, and where
-//! the driver lacks batched copies. Host memory should be pinned, as for any async copy.
+//! the driver refuses batched copies (then for good, once the same copies went one by one);
+//! a bad copy is named by the error of its own `cudaMemcpyAsync`. Host memory should be
+//! pinned, as for any async copy.
 //! @throws cuda_error ("batched copy") naming the call that failed
 inline void copy_batch(stream_ref s, std::span<const copy_span> copies) {
   if (copies.empty()) {
@@ -112,6 +114,7 @@ inline void copy_batch(stream_ref s, std::span<const copy_span> copies) {
   for (const copy_span& c : copies) {
     total += c.bytes;
   }
+  bool batch_refused = false;
 #if CUDART_VERSION >= 13000
   if (copies.size() > 1 && detail::batch_copies_usable(s)) {
     std::vector<void*> dsts(copies.size());
@@ -125,22 +128,25 @@ inline void copy_batch(stream_ref s, std::span<const copy_span> copies) {
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     std::size_t first = 0;
-    const cudaError_t e = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(),
-                                               copies.size(), &attr, &first, 1, s.get());
-    if (e == cudaSuccess) {
+    if (cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), copies.size(), &attr, &first,
+                             1, s.get()) == cudaSuccess) {
       detail::note_copy(total);
       return;
     }
-    if (e != cudaErrorNotSupported && e != cudaErrorCallRequiresNewerDriver) {
-      check("batched copy", e, "cudaMemcpyBatchAsync");
-    }
+    // Refused: the copies go one by one below, which names a bad copy with the error of its
+    // own call. (Each copy is idempotent, so one the driver may have enqueued before refusing
+    // the rest is harmless to repeat.)
     (void)cudaGetLastError();
-    detail::batch_copies_unsupported().store(true, std::memory_order_relaxed);
+    batch_refused = true;
   }
 #endif
   for (const copy_span& c : copies) {
     check("batched copy", cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s.get()),
           "cudaMemcpyAsync");
+  }
+  if (batch_refused) {
+    // Every copy was accepted alone: batched copies are what this driver refuses.
+    detail::batch_copies_unsupported().store(true, std::memory_order_relaxed);
   }
   detail::note_copy(total);
 }
