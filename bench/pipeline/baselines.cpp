@@ -62,25 +62,31 @@ void enqueue_job(const mode_context& ctx, const raw_slot& slot, cudaStream_t s) 
                      cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
 }
 
-//! One job, synchronizing after every operation.
-void run_job_blocking(const mode_context& ctx, std::int64_t job, raw_slot& slot) {
+//! One job, calling `after(s, operation)` after each of its four operations.
+template <class Slot, class After>
+void run_job_each_op(const mode_context& ctx, std::int64_t job, Slot& slot, After after) {
   const host_work& work = ctx.work;
   const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
   const cudaStream_t s = slot.stream.get();
   work.pre(job, slot.h());
   CUAWAIT_CUDA_CHECK("copy H2D",
                      cudaMemcpyAsync(slot.d(), slot.h(), bytes, cudaMemcpyHostToDevice, s));
-  sync(s, "copy H2D");
+  after(s, "copy H2D");
   CUAWAIT_CUDA_CHECK("kernel A",
                      launch_kernel_a(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  sync(s, "kernel A");
+  after(s, "kernel A");
   CUAWAIT_CUDA_CHECK("kernel B",
                      launch_kernel_b(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  sync(s, "kernel B");
+  after(s, "kernel B");
   CUAWAIT_CUDA_CHECK("copy D2H",
                      cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
-  sync(s, "copy D2H");
+  after(s, "copy D2H");
   work.post(job, slot.h());
+}
+
+//! One job, synchronizing after every operation.
+void run_job_blocking(const mode_context& ctx, std::int64_t job, raw_slot& slot) {
+  run_job_each_op(ctx, job, slot, sync);
 }
 
 //! One job, enqueuing its four GPU operations and synchronizing once (stream order makes
@@ -280,23 +286,7 @@ void run_job_probe(const mode_context& ctx, std::int64_t job, probe_slot& slot) 
 //! One job of a per-operation probe: as run_job_blocking, with `Finish` after each operation.
 template <void (*Finish)(probe_slot&, cudaStream_t)>
 void run_job_op_probe(const mode_context& ctx, std::int64_t job, probe_slot& slot) {
-  const host_work& work = ctx.work;
-  const std::size_t bytes = static_cast<std::size_t>(work.w().bytes);
-  const cudaStream_t s = slot.stream.get();
-  work.pre(job, slot.h());
-  CUAWAIT_CUDA_CHECK("copy H2D",
-                     cudaMemcpyAsync(slot.d(), slot.h(), bytes, cudaMemcpyHostToDevice, s));
-  Finish(slot, s);
-  CUAWAIT_CUDA_CHECK("kernel A",
-                     launch_kernel_a(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  Finish(slot, s);
-  CUAWAIT_CUDA_CHECK("kernel B",
-                     launch_kernel_b(slot.d(), slot.d(), work.n(), work.w().iters, ctx.grid, s));
-  Finish(slot, s);
-  CUAWAIT_CUDA_CHECK("copy D2H",
-                     cudaMemcpyAsync(slot.h(), slot.d(), bytes, cudaMemcpyDeviceToHost, s));
-  Finish(slot, s);
-  work.post(job, slot.h());
+  run_job_each_op(ctx, job, slot, [&slot](cudaStream_t s, const char*) { Finish(slot, s); });
 }
 
 template <void (*Finish)(probe_slot&, cudaStream_t), bool PerOp = false>
