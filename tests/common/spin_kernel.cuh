@@ -27,6 +27,20 @@ __global__ void spin_until_released(const volatile int* release, int* outcome) {
   *outcome = 1;
 }
 
+//! As spin_until_released, giving up after `bound` cycles: for a test whose host side may
+//! take seconds under load (a communicator's abort) before it releases the kernel.
+__global__ void spin_until_released_within(const volatile int* release, int* outcome,
+                                           long long bound) {
+  const long long start = clock64();
+  while (*release == 0) {
+    if (clock64() - start > bound) {
+      *outcome = 2;
+      return;
+    }
+  }
+  *outcome = 1;
+}
+
 //! Sets `*flag = 1` (for a kernel on another stream to see).
 __global__ void set_flag(volatile int* flag) {
   __threadfence_system();

@@ -202,8 +202,12 @@ TEST(NcclCommunicator, AStopRequestAbortsTheCommunicatorAndEndsEveryWaitOnIt) {
   nccl::communicator& c = comms[0];
   cu::stream s;
   device_array<float> buf(1024);
-  // The stream is held: the all-reduces behind the spin kernel cannot finish.
-  (void)s.launch(ca::test::spin_until_released, dim3(1), dim3(1), ctl.device, ctl.device + 1);
+  // The stream is held: the all-reduces behind the spin kernel cannot finish. The abort
+  // takes about a second alone and took over 3 s with the GPU suite running in parallel:
+  // the kernel holds out ten times the usual bound (about 25 s), so that a slow abort is not
+  // mistaken for waits that ended only because the kernel gave up.
+  (void)s.launch(ca::test::spin_until_released_within, dim3(1), dim3(1), ctl.device, ctl.device + 1,
+                 10 * ca::test::spin_bound_cycles);
   std::stop_source stop;
   bool cancelled = false;
   std::string other_error;
