@@ -15,22 +15,9 @@ namespace cuawait::test {
 inline constexpr long long spin_bound_cycles = 5'000'000'000LL;
 
 //! Spins until `*release != 0` (host-mapped memory written by the host), then writes 1 to
-//! `*outcome`; writes 2 instead if the bound expired first.
-__global__ void spin_until_released(const volatile int* release, int* outcome) {
-  const long long start = clock64();
-  while (*release == 0) {
-    if (clock64() - start > spin_bound_cycles) {
-      *outcome = 2;
-      return;
-    }
-  }
-  *outcome = 1;
-}
-
-//! As spin_until_released, giving up after `bound` cycles: for a test whose host side may
-//! take seconds under load (a communicator's abort) before it releases the kernel.
-__global__ void spin_until_released_within(const volatile int* release, int* outcome,
-                                           long long bound) {
+//! `*outcome`; writes 2 instead if `bound` cycles passed first.
+__device__ inline void spin_until_released_or(const volatile int* release, int* outcome,
+                                              long long bound) {
   const long long start = clock64();
   while (*release == 0) {
     if (clock64() - start > bound) {
@@ -39,6 +26,18 @@ __global__ void spin_until_released_within(const volatile int* release, int* out
     }
   }
   *outcome = 1;
+}
+
+//! Spins until released, giving up after `spin_bound_cycles` (see spin_until_released_or).
+__global__ void spin_until_released(const volatile int* release, int* outcome) {
+  spin_until_released_or(release, outcome, spin_bound_cycles);
+}
+
+//! The same, giving up after `bound` cycles: for a test whose host side may take seconds
+//! under load (a communicator's abort) before it releases the kernel.
+__global__ void spin_until_released_within(const volatile int* release, int* outcome,
+                                           long long bound) {
+  spin_until_released_or(release, outcome, bound);
 }
 
 //! Sets `*flag = 1` (for a kernel on another stream to see).

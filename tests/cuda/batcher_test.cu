@@ -291,7 +291,7 @@ TEST(BatcherGpu, CopyBatchMovesScatteredCopiesOnACreatedStream) {
 TEST(BatcherGpu, CopyBatchFallsBackOnTheLegacyStreamAndInACapture) {
   CUAWAIT_REQUIRE_GPU();
   expect_scattered_round_trip([&](auto& in, auto& out) {
-    cu::copy_batch(cudaStreamLegacy, in); // the driver refuses batched copies here
+    cu::copy_batch(cudaStreamLegacy, in); // batched copies are not tried on this stream
     cu::copy_batch(cudaStreamLegacy, out);
     ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   });
