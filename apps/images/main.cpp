@@ -17,7 +17,26 @@
 
 #include <memory>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace {
+
+//! Keeps freed image memory in the allocator for the next image instead of handing it back
+//! to the kernel. In the coro mode many images are in flight at once and each is freed by
+//! whichever worker finishes it; with glibc's defaults the freed megabytes went back to the
+//! kernel (heap trimming, and mmap for the largest blocks) and the next image faulted them
+//! in again: 6x the page faults of the threads mode and 0.7x its rate on 0.25 MP images
+//! (CPU backend, 2 threads), 0.98x with this. What is kept is bounded by the peak in flight,
+//! which the memory budget bounds. Both settings are needed: a fixed trim threshold alone
+//! also fixes the mmap threshold at its 128 KiB start, so every image buffer is mmapped.
+void keep_freed_memory() noexcept {
+#if defined(__GLIBC__)
+  (void)mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest (half a 64 MiB arena heap)
+  (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
 
 int run(int argc, char** argv, cuawait::images::rank_group* group) {
 #if defined(CUAWAIT_IMAGES_HAS_CUDA)
@@ -31,6 +50,7 @@ int run(int argc, char** argv, cuawait::images::rank_group* group) {
 } // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory();
   cuawait::images::install_stop_handlers();
 #if defined(CUAWAIT_IMAGES_MPI)
   if (cuawait::images::mpi_group::launched_by_mpi()) {
