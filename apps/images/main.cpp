@@ -28,7 +28,7 @@ namespace {
 //! whichever worker finishes it; with glibc's defaults the freed megabytes went back to the
 //! kernel (heap trimming, and mmap for the largest blocks) and the next image faulted them
 //! in again: 6x the page faults of the threads mode and 0.7x its rate on 0.25 MP images
-//! (CPU backend, 2 threads), 0.98x with this. What is kept is bounded by the peak in flight,
+//! (CPU backend, 2 threads), 0.97x with this. What is kept is bounded by the peak in flight,
 //! which the memory budget bounds. Both settings are needed: a fixed trim threshold alone
 //! also fixes the mmap threshold at its 128 KiB start, so every image buffer is mmapped.
 void keep_freed_memory() noexcept {
