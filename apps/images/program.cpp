@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -263,10 +265,41 @@ void print_timed_region(const batch& b, bool cuda, const untimed_setup& u) {
 
 // The whole run's outcomes and time: this process's, or in a spread run every rank's, with
 // the time from the first rank's start to the last one's end.
+// What this process spent over the run (mode setup included), from getrusage: where a mode's
+// time goes that the stage timings do not show (kernel time in allocation and page faults,
+// threads switched out while waiting).
+struct process_usage {
+  double user_s = 0;
+  double system_s = 0;
+  long voluntary_switches = 0;
+  long involuntary_switches = 0;
+  long minor_faults = 0;
+  long major_faults = 0;
+
+  static process_usage now() noexcept {
+    rusage r{};
+    if (getrusage(RUSAGE_SELF, &r) != 0) {
+      return {};
+    }
+    auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return {secs(r.ru_utime), secs(r.ru_stime), r.ru_nvcsw, r.ru_nivcsw, r.ru_minflt, r.ru_majflt};
+  }
+  [[nodiscard]] process_usage since(const process_usage& before) const noexcept {
+    return {user_s - before.user_s,
+            system_s - before.system_s,
+            voluntary_switches - before.voluntary_switches,
+            involuntary_switches - before.involuntary_switches,
+            minor_faults - before.minor_faults,
+            major_faults - before.major_faults};
+  }
+};
+
 struct run_totals {
   const std::vector<job_outcome>* outcomes = nullptr; // by position in the jobs run now
   double secs = 0;
   std::string spread_note; // empty: a single-process run
+  process_usage usage;     // this process only, over the run and its mode setup
+  double usage_wall_s = 0; // the wall time `usage` covers
 };
 
 void print_summary(const batch& b, const options& o, const run_plan& plan, bool cuda,
@@ -311,6 +344,15 @@ void print_summary(const batch& b, const options& o, const run_plan& plan, bool 
   } else if (u.wall_us > 0) {
     std::printf("  GPU busy n/a (CPU backend); CPU stages busy %.1f%% of wall time (any thread)\n",
                 100.0 * u.cpu_busy_us / u.wall_us);
+  }
+  if (totals.usage_wall_s > 0) {
+    const process_usage& p = totals.usage;
+    std::printf("  this process over the run and mode setup (%.3f s): CPU %.3f s user + %.3f s "
+                "system (%.1f cores on average); context switches %ld voluntary, %ld "
+                "involuntary; page faults %ld minor, %ld major\n",
+                totals.usage_wall_s, p.user_s, p.system_s,
+                (p.user_s + p.system_s) / totals.usage_wall_s, p.voluntary_switches,
+                p.involuntary_switches, p.minor_faults, p.major_faults);
   }
   if (o.no_write) {
     std::printf("  outputs not written (--no-write)\n");
@@ -576,6 +618,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
   // context. The same for every mode, so the modes compare fairly.
   untimed_setup setup;
   double before_run = 0;
+  process_usage usage_before;
   try {
     b.prepare_inputs();
     if (g_stop.load()) {
@@ -589,6 +632,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
       setup.context_us = log.now_us() - t;
     }
     before_run = log.now_us();
+    usage_before = process_usage::now();
     if (!jobs.empty()) { // empty when every image was skipped
       run_mode(b, o, *cuda ? gpu : nullptr);
     }
@@ -598,6 +642,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
     return give_up(group, exit_usage);
   }
   const double end_us = log.now_us();
+  const process_usage usage = process_usage::now().since(usage_before);
   const double wall_end_us = system_clock_us();
   progress.finish();
   // The timed region starts when the mode has finished its setup (see batch::start_clock).
@@ -615,7 +660,8 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
     trace_error = e.what();
     status = exit_some_failed;
   }
-  run_totals totals{&b.outcomes(), (end_us - start_us) / 1e6, {}};
+  run_totals totals{
+      &b.outcomes(), (end_us - start_us) / 1e6, {}, usage, (end_us - before_run) / 1e6};
   merged_run merged;
   if (group != nullptr) {
     rank_report report;
@@ -638,7 +684,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
     if (rank == 0) {
       merged = merge_reports(reports, plan.todo.size());
       status = report_failed_ranks(reports, status, trace_error);
-      totals = {&merged.outcomes, merged.secs, merged.note};
+      totals = {&merged.outcomes, merged.secs, merged.note, usage, (end_us - before_run) / 1e6};
       for (std::size_t t = 0; t < merged.outcomes.size(); ++t) {
         if (merged.outcomes[t].done && !merged.outcomes[t].error.empty()) {
           std::fprintf(stderr, "cuawait-images: %s: %s\n", plan.todo[t].name.c_str(),

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -188,6 +189,23 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
       << r.out;
   EXPECT_NE(r.out.find("up to 3 images in flight (memory budget 512 MiB)"), std::string::npos)
       << r.out; // the default budget lets the whole small batch in
+  // What the process spent, for telling modes apart where their stage timings agree.
+  const auto at = r.out.find("this process over the run and mode setup (");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double wall = -1;
+  double user = -1;
+  double system = -1;
+  long voluntary = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "this process over the run and mode setup (%lf s): CPU %lf s user + %lf s "
+                        "system (%*f cores on average); context switches %ld voluntary",
+                        &wall, &user, &system, &voluntary),
+            4)
+      << r.out;
+  EXPECT_GE(wall, 0.0);
+  EXPECT_GE(user, 0.0);
+  EXPECT_GE(system, 0.0);
+  EXPECT_GE(voluntary, 0);
   // Files are read and decoded inside the timed region: nothing is prepared for them.
   const auto png = ci::encode_png(ci::make_synthetic(3, 0, 16, 16));
   dir.write("in/a.png", std::string(png.begin(), png.end()));
