@@ -112,6 +112,49 @@ TEST(IdlePolling, AWaitFromAPlainThreadIsResumedByTheWorkerThatFindsIt) {
   EXPECT_EQ(st.error, 42);
 }
 
+// A pool that never runs out of work (each worker always has a coroutine queued) must still
+// find completions: a busy worker polls between two pieces of work, one worker per period
+// (`CUAWAIT_BUSY_POLL_US`, 50 us by default). Before, workers polled only when they had
+// nothing to run, so a CPU stage queued for a whole batch of images held every finished GPU
+// wait (and the stream and buffers behind it) until the backlog was gone. The busy
+// coroutines give up after 20 s, turning that hang into a failure.
+TEST(IdlePolling, APoolThatNeverRunsOutOfWorkStillFindsCompletions) {
+  polled_pool p(2);
+  std::atomic<bool> resumed{false};
+  std::atomic<int> started{0};
+  const auto busy = [&]() -> ca::task<bool> {
+    co_await p.pool.schedule();
+    started.fetch_add(1);
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    while (!resumed.load()) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        co_return false;
+      }
+      co_await p.pool.schedule(); // queued again: the worker never runs out of work
+    }
+    co_return true;
+  };
+  const auto waiter = [&]() -> ca::task<seen> {
+    const seen s = co_await await_on_pool(p, 9, ca::priority::high);
+    resumed.store(true);
+    co_return s;
+  };
+  std::thread completer([&] {
+    while (p.reactor.pending() == 0 || started.load() < 4) {
+      std::this_thread::yield(); // the wait is pending and both workers are busy
+    }
+    p.source.complete(9);
+  });
+  const auto [s, b1, b2, b3, b4] =
+      ca::sync_wait(ca::when_all(waiter(), busy(), busy(), busy(), busy()));
+  completer.join();
+  EXPECT_TRUE(b1 && b2 && b3 && b4) << "the completion was found only once the pool ran dry";
+  EXPECT_EQ(s.state, completion_state::done);
+  EXPECT_EQ(s.exec, &p.pool);
+  EXPECT_EQ(s.prio, ca::priority::high);
+  EXPECT_TRUE(s.on_worker);
+}
+
 // A worker with one coroutine waiting watches that wait's lane outside the reactor's lock,
 // as a thread in cudaStreamSynchronize watches its stream, instead of sweeping every lane
 // under the lock (where it would hold up the threads submitting work). The watch is made

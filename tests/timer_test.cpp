@@ -10,6 +10,7 @@
 #include <cuawait/task.hpp>
 #include <cuawait/thread_pool.hpp>
 #include <cuawait/timer.hpp>
+#include <cuawait/when_all.hpp>
 #include <cuawait/when_any.hpp>
 
 #include "common/owned_coroutine.hpp"
@@ -392,6 +393,39 @@ TEST(PolledTimer, ANewEarlierSleepWakesAParkedPoller) {
   }
   stop.request_stop();
   g.wait();
+  EXPECT_EQ(timers.pending(), 0u);
+}
+
+// A deadline on a pool that never runs out of work: its workers poll the timers between
+// two pieces of work, so the sleep ends while every worker stays busy (before, it ended
+// only once they ran dry). The busy coroutines give up after 20 s, turning that hang into a
+// failure.
+TEST(PolledTimer, ASleepEndsOnAPoolThatNeverRunsOutOfWork) {
+  ca::timer_service timers{ca::timer_service::polled};
+  polled_pool p(timers);
+  std::atomic<bool> woke{false};
+  const auto busy = [&]() -> ca::task<bool> {
+    co_await p.pool.schedule();
+    const auto give_up = clock_type::now() + 20s;
+    while (!woke.load()) {
+      if (clock_type::now() > give_up) {
+        co_return false;
+      }
+      co_await p.pool.schedule(); // queued again: the worker never runs out of work
+    }
+    co_return true;
+  };
+  const auto sleeper = [&]() -> ca::task<bool> {
+    co_await p.pool.schedule();
+    const auto start = clock_type::now();
+    co_await ca::sleep_for(2ms);
+    woke.store(true);
+    co_return clock_type::now() - start >= 2ms && ca::current_executor() == &p.pool;
+  };
+  const auto [slept, b1, b2, b3, b4] =
+      ca::sync_wait(ca::when_all(sleeper(), busy(), busy(), busy(), busy()));
+  EXPECT_TRUE(slept);
+  EXPECT_TRUE(b1 && b2 && b3 && b4) << "the sleep ended only once the pool ran dry";
   EXPECT_EQ(timers.pending(), 0u);
 }
 

@@ -217,6 +217,9 @@ public:
 
   // idle_source: polled by idle executor threads (one at a time; the others return at once).
   std::size_t poll_idle() noexcept override;
+  //! From a busy thread: stop requests, companions and one sweep of every lane (no lane
+  //! claimed, nothing spun on); nothing when another thread sweeps now.
+  std::size_t poll_busy() noexcept override;
   [[nodiscard]] bool idle_keep_spinning() const noexcept override;
   [[nodiscard]] std::size_t idle_spinners_wanted() const noexcept override;
   [[nodiscard]] bool idle_pending() const noexcept override;

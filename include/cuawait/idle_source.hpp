@@ -53,6 +53,13 @@ public:
   //! queue). Returns how many were resolved.
   virtual std::size_t poll_idle() noexcept = 0;
 
+  //! Polled by an executor thread that still has work of its own to run (a pool whose
+  //! workers have been busy for a while, and so never ran out of work to poll idle):
+  //! resolves what finished by now without spinning on anything, and returns at once when
+  //! another thread polls. Returns how many were resolved. Default: `poll_idle()` (the
+  //! caller makes any spin inside it return after one look, see `detail::idle_poller`).
+  virtual std::size_t poll_busy() noexcept { return poll_idle(); }
+
   //! True while work is pending and something finished or started recently: an idle thread
   //! should keep polling instead of parking. When it returns false, the thread may park for
   //! `idle_park_period()` and poll again (work is still pending), or indefinitely when

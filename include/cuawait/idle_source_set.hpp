@@ -64,6 +64,15 @@ public:
     return n;
   }
 
+  //! Polls every member once from a busy thread (`idle_source::poll_busy`).
+  std::size_t poll_busy() noexcept override {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < m_count; ++i) {
+      n += m_sources[i]->poll_busy();
+    }
+    return n;
+  }
+
   //! True when any member wants its pollers to keep spinning.
   [[nodiscard]] bool idle_keep_spinning() const noexcept override {
     return std::any_of(begin(), end(), [](idle_source* s) { return s->idle_keep_spinning(); });

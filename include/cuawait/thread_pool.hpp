@@ -77,7 +77,12 @@ struct thread_pool_stats {
 //! the source has work pending and made progress recently, idle workers spin instead of
 //! parking (like threads blocked in a spinning `cudaStreamSynchronize`, but any of them
 //! can resume any job); afterwards one worker parks with a timeout and polls again, and the
-//! others park until work is posted or `wake_idle_poller()` is called.
+//! others park until work is posted or `wake_idle_poller()` is called. A pool that never
+//! runs out of work still polls: a worker busy without a break for 50 us polls the source
+//! once (`idle_source::poll_busy`, nothing spun on) before its next pick, at most one worker
+//! per 50 us, so GPU completions and due timers are not held behind a long backlog of ready
+//! work. `CUAWAIT_BUSY_POLL_US=N` sets the period (0: never); the constructor throws
+//! `std::invalid_argument` for a value that is not a number.
 class thread_pool final : public executor {
 public:
   //! Starts `threads` workers (at least one; 0 means one).

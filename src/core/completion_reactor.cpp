@@ -1146,6 +1146,26 @@ std::size_t completion_reactor::poll_idle() noexcept {
   return stopped + n;
 }
 
+std::size_t completion_reactor::poll_busy() noexcept {
+  std::size_t n = m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
+  n += poll_companions();
+  if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
+      !m_has_ready.load(std::memory_order_relaxed)) {
+    return n;
+  }
+  if (m_idle_polling.load(std::memory_order_relaxed) ||
+      m_idle_polling.exchange(true, std::memory_order_acquire)) {
+    return n; // another thread sweeps now
+  }
+  try {
+    n += poll_waits();
+  } catch (...) {
+    // As in poll_idle: nothing escapes poll_waits(); this keeps noexcept honest.
+  }
+  m_idle_polling.store(false, std::memory_order_release);
+  return n;
+}
+
 bool completion_reactor::idle_pending() const noexcept {
   return m_pending_count.load(std::memory_order_relaxed) != 0 ||
          m_companion_work.load(std::memory_order_relaxed) != 0 ||

@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -120,6 +121,23 @@ constexpr int idle_spin_rounds = 32;
 //! Every this many picks a worker looks at the injection queue first (fairness).
 constexpr unsigned injection_fairness_period = 61;
 
+//! How often a pool whose workers never run out of work still polls its idle source (see
+//! `thread_pool::impl::poll_while_busy`): 50 us by default; `CUAWAIT_BUSY_POLL_US=N` sets
+//! it (0: never, the rule before, for comparison).
+std::uint64_t busy_poll_period_ns() {
+  const char* v = std::getenv("CUAWAIT_BUSY_POLL_US");
+  if (v == nullptr || *v == '\0') {
+    return 50'000;
+  }
+  char* end = nullptr;
+  const unsigned long long us = std::strtoull(v, &end, 10);
+  if (end == v || *end != '\0') {
+    throw std::invalid_argument(std::string("CUAWAIT_BUSY_POLL_US=") + v +
+                                ": expected a number of microseconds (0: never)");
+  }
+  return static_cast<std::uint64_t>(us) * 1000;
+}
+
 } // namespace
 
 struct thread_pool::impl {
@@ -153,6 +171,9 @@ struct thread_pool::impl {
   std::atomic<std::size_t> spinners{0};
   std::atomic<bool> poller_taken{false};
   std::atomic<std::uint64_t> kicks{0};
+  //! Busy polling: no worker of a busy pool polls before this time (steady clock, ns).
+  const std::uint64_t busy_poll_ns = busy_poll_period_ns();
+  std::atomic<std::uint64_t> next_busy_poll{0};
   //! Per worker: its coroutines suspended on reactor waits now (see
   //! `detail::execution_context::waits`; counted where they suspended), and whether it
   //! spins on the idle source now. A worker with waits of its own spins for them (as a
@@ -202,11 +223,15 @@ struct thread_pool::impl {
   }
 
   //! Polls `src` once. True when it made work ready (in this worker's queue, or ran it).
-  bool poll_source(idle_source& src) noexcept {
+  //! `busy`: the worker has work to run and polls between two pieces of it
+  //! (`poll_while_busy`): nothing inside the poll spins.
+  bool poll_source(idle_source& src, bool busy = false) noexcept {
     tl_worker.polling = true;
     tl_worker.polled_posts = 0;
-    detail::tl_idle_poller = {&work_for_me, this, &states[tl_worker.index].waits};
-    const std::size_t resolved = src.poll_idle();
+    detail::tl_idle_poller =
+        busy ? detail::idle_poller{&always, nullptr, nullptr}
+             : detail::idle_poller{&work_for_me, this, &states[tl_worker.index].waits};
+    const std::size_t resolved = busy ? src.poll_busy() : src.poll_idle();
     detail::tl_idle_poller = {};
     tl_worker.polling = false;
     const std::size_t posts = tl_worker.polled_posts;
@@ -214,6 +239,29 @@ struct thread_pool::impl {
       notify_work(posts - 1); // this worker runs one; parked ones may take the rest
     }
     return resolved != 0 || posts != 0;
+  }
+
+  static bool always(const void*) noexcept { return true; }
+
+  //! A worker that has been running work without a break since `busy_since` polls the
+  //! source once, at most one worker per `busy_poll_ns`, before it takes its next piece of
+  //! work. Without it, a pool that never runs out of work (a CPU stage queued for every
+  //! image of a batch) would find GPU completions and due timers only when it does: streams,
+  //! buffers and deadlines would wait behind the whole backlog.
+  void poll_while_busy(std::uint64_t busy_since) noexcept {
+    const std::uint64_t now = clock_ns();
+    std::uint64_t next = next_busy_poll.load(std::memory_order_relaxed);
+    if (now < next || now - busy_since < busy_poll_ns ||
+        !next_busy_poll.compare_exchange_strong(next, now + busy_poll_ns,
+                                                std::memory_order_relaxed)) {
+      return; // too soon, or another worker polls this period
+    }
+    source_users.fetch_add(1);
+    idle_source* const src = source.load();
+    if (src != nullptr && src->idle_pending()) {
+      (void)poll_source(*src, true);
+    }
+    source_users.fetch_sub(1);
   }
 
   //! Spins while the idle source has work pending and made progress recently, polling it.
@@ -444,7 +492,11 @@ struct thread_pool::impl {
     // Busy from the start and from each return of park() (work is visible then) until a
     // search finds nothing: a pick itself touches no counter.
     meter.turn(true);
+    std::uint64_t busy_since = busy_poll_ns != 0 ? clock_ns() : 0;
     for (;;) {
+      if (busy_poll_ns != 0 && source.load(std::memory_order_relaxed) != nullptr) {
+        poll_while_busy(busy_since);
+      }
       if (find_work(self, tick, h, p)) {
         const executor_scope scope(&owner, p, &states[self].waits,
                                    static_cast<std::uint32_t>(self));
@@ -455,6 +507,9 @@ struct thread_pool::impl {
           break;
         }
         meter.turn(true);
+        if (busy_poll_ns != 0) {
+          busy_since = clock_ns();
+        }
       }
     }
     meter.turn(false);
