@@ -300,6 +300,8 @@ private:
   std::size_t run_ready_inline();
   std::size_t poll_companions() noexcept;
   std::size_t poll_waits();
+  //! One sweep (`poll_waits`) unless another thread polls now (`m_idle_polling`).
+  std::size_t sweep_unless_polled() noexcept;
   std::size_t poll_claimed_lane(const void* own_key, bool* own_busy) noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);

@@ -1131,9 +1131,13 @@ std::size_t completion_reactor::poll_idle() noexcept {
   if (recent && m_source->parallel_queries()) {
     return stopped + poll_claimed_lane(nullptr, nullptr);
   }
+  return stopped + sweep_unless_polled();
+}
+
+std::size_t completion_reactor::sweep_unless_polled() noexcept {
   if (m_idle_polling.load(std::memory_order_relaxed) ||
       m_idle_polling.exchange(true, std::memory_order_acquire)) {
-    return stopped; // another thread polls now
+    return 0; // another thread polls now
   }
   std::size_t n = 0;
   try {
@@ -1143,7 +1147,7 @@ std::size_t completion_reactor::poll_idle() noexcept {
     // (detail::resume), so this only keeps the noexcept contract honest.
   }
   m_idle_polling.store(false, std::memory_order_release);
-  return stopped + n;
+  return n;
 }
 
 std::size_t completion_reactor::poll_busy() noexcept {
@@ -1153,17 +1157,7 @@ std::size_t completion_reactor::poll_busy() noexcept {
       !m_has_ready.load(std::memory_order_relaxed)) {
     return n;
   }
-  if (m_idle_polling.load(std::memory_order_relaxed) ||
-      m_idle_polling.exchange(true, std::memory_order_acquire)) {
-    return n; // another thread sweeps now
-  }
-  try {
-    n += poll_waits();
-  } catch (...) {
-    // As in poll_idle: nothing escapes poll_waits(); this keeps noexcept honest.
-  }
-  m_idle_polling.store(false, std::memory_order_release);
-  return n;
+  return n + sweep_unless_polled();
 }
 
 bool completion_reactor::idle_pending() const noexcept {
