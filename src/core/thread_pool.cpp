@@ -495,7 +495,9 @@ struct thread_pool::impl {
     meter.turn(true);
     std::uint64_t busy_since = busy_poll_ns != 0 ? clock_ns() : 0;
     for (;;) {
-      if (busy_poll_ns != 0 && source.load(std::memory_order_relaxed) != nullptr) {
+      // Only with work queued for this worker: one about to run dry polls idle instead.
+      if (busy_poll_ns != 0 && source.load(std::memory_order_relaxed) != nullptr &&
+          work_for_me(this)) {
         poll_while_busy(busy_since);
       }
       if (find_work(self, tick, h, p)) {
