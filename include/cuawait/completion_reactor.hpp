@@ -300,6 +300,9 @@ private:
   std::size_t run_ready_inline();
   std::size_t poll_companions() noexcept;
   std::size_t poll_waits();
+  //! The start of `poll_idle` and `poll_busy`: ends stop requests, polls the companions;
+  //! `waits` tells whether any wait is pending or ready (else there is nothing to sweep).
+  std::size_t poll_stops_and_companions(bool& waits) noexcept;
   //! One sweep (`poll_waits`) unless another thread polls now (`m_idle_polling`).
   std::size_t sweep_unless_polled() noexcept;
   std::size_t poll_claimed_lane(const void* own_key, bool* own_busy) noexcept;

@@ -1099,12 +1099,9 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
 }
 
 std::size_t completion_reactor::poll_idle() noexcept {
-  // Stop requests first, whichever way this thread polls below (any idle thread may end
-  // them: the list is taken whole by one).
-  std::size_t stopped = m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
-  stopped += poll_companions();
-  if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
-      !m_has_ready.load(std::memory_order_relaxed)) {
+  bool waits = false;
+  const std::size_t stopped = poll_stops_and_companions(waits);
+  if (!waits) {
     return stopped;
   }
   // While work finishes or starts, idle threads query lanes outside the lock; once nothing
@@ -1151,13 +1148,19 @@ std::size_t completion_reactor::sweep_unless_polled() noexcept {
 }
 
 std::size_t completion_reactor::poll_busy() noexcept {
+  bool waits = false;
+  const std::size_t n = poll_stops_and_companions(waits);
+  return waits ? n + sweep_unless_polled() : n;
+}
+
+std::size_t completion_reactor::poll_stops_and_companions(bool& waits) noexcept {
+  // Stop requests first, whichever way the caller polls next (any thread may end them: the
+  // list is taken whole by one).
   std::size_t n = m_stop_head.load(std::memory_order_relaxed) != nullptr ? end_stops() : 0;
   n += poll_companions();
-  if (m_pending_count.load(std::memory_order_relaxed) == 0 &&
-      !m_has_ready.load(std::memory_order_relaxed)) {
-    return n;
-  }
-  return n + sweep_unless_polled();
+  waits = m_pending_count.load(std::memory_order_relaxed) != 0 ||
+          m_has_ready.load(std::memory_order_relaxed);
+  return n;
 }
 
 bool completion_reactor::idle_pending() const noexcept {

@@ -249,10 +249,12 @@ struct thread_pool::impl {
   //! of work (a CPU stage queued for every image of a batch) would find GPU completions and due
   //! timers only when it does: streams, buffers and deadlines would wait behind the whole backlog.
   void poll_while_busy(std::uint64_t busy_since) noexcept {
+    if (spinners.load(std::memory_order_relaxed) != 0) {
+      return; // a spinning worker polls anyway (checked before the clock is read)
+    }
     const std::uint64_t now = clock_ns();
     std::uint64_t next = next_busy_poll.load(std::memory_order_relaxed);
     if (now < next || now - busy_since < busy_poll_ns ||
-        spinners.load(std::memory_order_relaxed) != 0 || // a spinning worker polls anyway
         !next_busy_poll.compare_exchange_strong(next, now + busy_poll_ns,
                                                 std::memory_order_relaxed)) {
       return; // too soon, or another worker polls this period
