@@ -20,8 +20,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -48,8 +52,8 @@ void wake(void* pool) noexcept { static_cast<ca::thread_pool*>(pool)->wake_idle_
 struct polled_pool {
   explicit polled_pool(std::size_t threads, bool notifies = false,
                        reactor_options options = without_thread(), bool parallel = false,
-                       bool unlocked = false)
-      : source(notifies, parallel, unlocked), reactor(source, options), pool(threads) {
+                       bool unlocked = false, bool costly = false)
+      : source(notifies, parallel, unlocked, costly), reactor(source, options), pool(threads) {
     source.attach(&reactor);
     reactor.set_idle_waker(&wake, &pool);
     pool.set_idle_source(&reactor);
@@ -438,6 +442,137 @@ TEST(IdlePolling, ARunLoopPollsOnlyForItsOwnWaitsNotForThoseOfThePool) {
   loop.set_idle_source(nullptr);
 }
 
+// A run_loop whose queue never runs dry must still find the completions of its own waits:
+// its driver polls once between two resumptions every busy-poll period
+// (`CUAWAIT_BUSY_POLL_US`, 50 us by default), as a pool's busy workers do. With no pool and
+// no reactor thread, only the driver can find the completion; before, it polled only when
+// its queue was empty, which the busy coroutine never lets happen (it gives up after 20 s,
+// turning that hang into a failure).
+TEST(IdlePolling, ARunLoopThatNeverRunsOutOfWorkStillFindsItsCompletions) {
+  fake_completion_source source(false, false);
+  completion_reactor reactor(source, without_thread());
+  source.attach(&reactor);
+  ca::run_loop loop;
+  loop.set_idle_source(&reactor);
+  std::atomic<bool> resumed{false};
+  std::atomic<bool> started{false};
+  const auto busy = [&]() -> ca::task<bool> {
+    started.store(true);
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    while (!resumed.load()) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        co_return false;
+      }
+      co_await loop.schedule(); // queued again: the driver never runs out of work
+    }
+    co_return true;
+  };
+  const auto waiter = [&]() -> ca::task<std::tuple<completion_state, ca::executor*>> {
+    const ca::completion_status st = co_await fake_wait(reactor, 1, 4);
+    resumed.store(true);
+    co_return std::tuple{st.state, ca::current_executor()};
+  };
+  std::thread completer([&] {
+    while (reactor.pending() == 0 || !started.load()) {
+      std::this_thread::yield(); // the wait is pending and the driver is busy
+    }
+    source.complete(4);
+  });
+  const auto [w, b] = loop.run(ca::when_all(waiter(), busy()));
+  completer.join();
+  const auto [st, exec] = w;
+  EXPECT_TRUE(b) << "the completion was found only once the loop ran dry";
+  EXPECT_EQ(st, completion_state::done);
+  EXPECT_EQ(exec, &loop);
+  loop.set_idle_source(nullptr);
+}
+
+// A period that is not a number is refused by name when the executor is made, instead of
+// being read as 0 (which would turn the busy poll off without a word).
+TEST(IdlePolling, ABusyPollPeriodThatIsNotANumberIsRefusedByName) {
+  const char* const before = std::getenv("CUAWAIT_BUSY_POLL_US");
+  const std::string kept = before != nullptr ? before : "";
+  ASSERT_EQ(setenv("CUAWAIT_BUSY_POLL_US", "50us", 1), 0);
+  const auto message = [](auto make) {
+    try {
+      make();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("nothing thrown");
+  };
+  const std::string pool = message([] { ca::thread_pool p(1); });
+  const std::string loop = message([] { ca::run_loop l; });
+  if (before != nullptr) {
+    (void)setenv("CUAWAIT_BUSY_POLL_US", kept.c_str(), 1);
+  } else {
+    (void)unsetenv("CUAWAIT_BUSY_POLL_US");
+  }
+  EXPECT_NE(pool.find("CUAWAIT_BUSY_POLL_US=50us"), std::string::npos) << pool;
+  EXPECT_NE(loop.find("CUAWAIT_BUSY_POLL_US=50us"), std::string::npos) << loop;
+  ca::thread_pool fine(1); // and a number is taken again
+  fine.shutdown();
+}
+
+// A costly query (a driver call, as `cudaEventQuery` for an event marker) is made without the
+// reactor's lock, by `submit` and by a sweep: with the lock held during it, every submission
+// and sweep of other threads would wait for the driver. The query hook asks another thread to
+// take the lock; under the lock that thread is still blocked 2 s later.
+TEST(IdlePolling, ACostlyQueryIsMadeWithoutTheReactorsLock) {
+  fake_completion_source source(false, false, true, true);
+  completion_reactor reactor(source, without_thread());
+  source.attach(&reactor);
+  std::mutex m;
+  std::vector<std::thread> takers;
+  std::atomic<int> asked{0};
+  std::atomic<int> under_lock{0};
+  source.set_query_hook([&] {
+    asked.fetch_add(1);
+    auto took = std::make_shared<std::atomic<bool>>(false);
+    {
+      const std::lock_guard lock(m);
+      takers.emplace_back([&reactor, took] {
+        (void)reactor.lane_count(); // takes the reactor's lock
+        took->store(true);
+      });
+    }
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (!took->load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    if (!took->load()) {
+      under_lock.fetch_add(1);
+    }
+  });
+  bool resumed = false;
+  auto body = [&]() -> ca::test::owned_coroutine {
+    const ca::completion_status st = co_await fake_wait(reactor, 1, 5);
+    resumed = st.state == completion_state::done;
+  };
+  ca::test::owned_coroutine c = body(); // submit asks once: still running
+  EXPECT_FALSE(resumed);
+  EXPECT_EQ(reactor.pending(), 1U);
+  source.complete(5);
+  (void)reactor.poll(); // the sweep defers the query, asks, resolves, resumes inline
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(reactor.pending(), 0U);
+  // An operation already finished when awaited: answered by submit's early query.
+  source.complete(6);
+  bool ready = false;
+  auto again = [&]() -> ca::test::owned_coroutine {
+    ready = (co_await fake_wait(reactor, 1, 6)).state == completion_state::done;
+  };
+  ca::test::owned_coroutine d = again();
+  EXPECT_TRUE(ready);
+  for (std::thread& t : takers) {
+    t.join();
+  }
+  c.handle.destroy();
+  d.handle.destroy();
+  EXPECT_GE(asked.load(), 3);
+  EXPECT_EQ(under_lock.load(), 0) << "asked about a costly wait with the reactor's lock held";
+}
+
 TEST(IdlePolling, DetachingTheSourceReturnsOnceNoWorkerUsesIt) {
   // Each round: a reactor polled by spinning workers is detached and destroyed at once;
   // TSan/ASan report any worker still inside it.
@@ -512,6 +647,16 @@ TEST(IdlePolling, StressWithWorkersWatchingTheirOwnLanes) {
   o.own_lane_watch = true;
   polled_pool p(4, false, o, false, true);
   many_waits_in_random_order(p, 20000, 64, 23);
+}
+
+// The same with costly queries (event markers): sweeps claim the lanes and ask about their
+// oldest waits after releasing the lock, while busy and idle workers sweep and watch their
+// own lanes; every wait must still resolve exactly once, on its executor.
+TEST(IdlePolling, StressWithCostlyQueriesAskedAfterTheLock) {
+  reactor_options o = without_thread();
+  o.own_lane_watch = true;
+  polled_pool p(4, false, o, false, true, true);
+  many_waits_in_random_order(p, 20000, 64, 29);
 }
 
 //! Many waits on many lanes, idle workers querying different lanes at once outside the

@@ -306,6 +306,27 @@ private:
   //! One sweep (`poll_waits`) unless another thread polls now (`m_idle_polling`).
   std::size_t sweep_unless_polled() noexcept;
   std::size_t poll_claimed_lane(const void* own_key, bool* own_busy) noexcept;
+  //! The oldest wait of a lane whose query is costly (`completion_source::costly_query`),
+  //! claimed by a sweep under the lock and asked about after it (`query_deferred`).
+  struct deferred_query {
+    detail::reactor_lane* lane = nullptr;
+    const void* lane_key = nullptr; // the awaiter fields of the head, copied
+    std::uint64_t token = 0;
+    void* source_data = nullptr;
+    const char* operation = nullptr;
+    std::uint64_t pops = 0; // the lane's pops when claimed: a change voids the answer
+    completion_status status{};
+  };
+  //! The calling thread's deferred queries (reused: no allocation once grown).
+  static std::vector<deferred_query>& deferred_queries() noexcept;
+  //! Under the lock: true when the head of `lane` is to be asked about after the lock (a
+  //! costly query, `probe` false), because this sweep claimed the lane for it or another
+  //! thread has; false: ask now (a cheap query, a probe, or out of memory).
+  bool query_later_locked(detail::reactor_lane& lane, bool probe) noexcept;
+  //! After a sweep released the lock: asks about the heads it deferred, then resolves those
+  //! still at the head of their lanes under the lock and ends the claims. Returns the waits
+  //! resolved.
+  std::size_t query_deferred() noexcept;
   void deactivate_locked(detail::reactor_lane& lane) noexcept;
   void thread_main(std::stop_token stop);
   void park(const std::stop_token& stop, std::uint64_t seen_seq, bool waits_pending);

@@ -49,6 +49,18 @@ public:
   //! lock, as a thread waiting for its own stream would. Default: `parallel_queries()`.
   [[nodiscard]] virtual bool unlocked_queries() const noexcept { return parallel_queries(); }
 
+  //! True when asking about `w` costs a call better made without the reactor's lock (a
+  //! driver call such as `cudaEventQuery`, which the driver serialises with the submissions
+  //! of other threads), for a source whose queries need no lock (`unlocked_queries`). A
+  //! sweep then claims such a lane, asks about its oldest wait after releasing the lock and
+  //! resolves it when it takes the lock again; `submit` asks before taking the lock. Other
+  //! waits of the same source (a memory read) are still asked about under the lock.
+  //! Default: false.
+  [[nodiscard]] virtual bool costly_query(const detail::wait_node& w) const noexcept {
+    (void)w;
+    return false;
+  }
+
   //! True when the source calls `completion_reactor::notify` on each completion, so a
   //! parked reactor needs no periodic poll.
   [[nodiscard]] virtual bool notifies() const noexcept { return false; }

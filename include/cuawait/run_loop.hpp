@@ -45,7 +45,9 @@ class loop_driver;
 //! after its destruction has begun.
 class run_loop final : public executor {
 public:
-  run_loop() = default;
+  //! Reads `CUAWAIT_BUSY_POLL_US` (see `set_idle_source`); throws `std::invalid_argument`
+  //! naming it when its value is not a number.
+  run_loop();
   //! Runs what is still queued (see the class comment), then frees the loop.
   ~run_loop();
   run_loop(const run_loop&) = delete;
@@ -106,7 +108,10 @@ public:
   //! source has work pending, `run()` and `run(awaitable)` poll it (spinning while it makes
   //! progress, then in naps of its `idle_park_period()`) instead of sleeping until a post,
   //! so a completion meant for this loop is found and resumed by the loop's own thread with
-  //! no thread woken. `nullptr` (the default) turns it off. Not thread-safe: set it while no
+  //! no thread woken. A driver that never runs out of queued work, while coroutines of its
+  //! own wait on the source, polls it once between two resumptions every 50 us
+  //! (`CUAWAIT_BUSY_POLL_US`; 0: never), so their completions do not wait for the backlog.
+  //! `nullptr` (the default) turns it off. Not thread-safe: set it while no
   //! thread drives the loop; the source must outlive its use here.
   void set_idle_source(idle_source* source) noexcept { m_source = source; }
 
@@ -134,11 +139,17 @@ private:
   friend class detail::loop_driver;
 
   //! Runs work until `done` (guarded by m_mutex) becomes true.
-  void run_until(const bool& done);
+  void run_until(bool& done) { drive(done, false); }
   //! With `lock` held and nothing queued: polls the idle source while it keeps making
   //! progress and `stop()` (read under the lock) is false. Returns with `lock` held.
   template <class Stop>
   void poll_source(std::unique_lock<std::mutex>& lock, Stop&& stop);
+  //! Drives the loop until `stop` (guarded by m_mutex) is true; `consume`: sets it back to
+  //! false then (one `finish()` ends one `run()`).
+  void drive(bool& stop, bool consume);
+  //! With work queued: true when the driver has been busy for the busy-poll period since
+  //! `since` (then reset to now) while coroutines of its own wait on the source.
+  [[nodiscard]] bool busy_poll_due(std::uint64_t& since) const noexcept;
   //! Blocks on the condition until `ready()`, or for the source's park period while it has
   //! work pending.
   template <class Ready>
@@ -153,12 +164,15 @@ private:
   bool m_finish = false;
   bool m_wake_pending = false; //!< set by wake(), consumed by run_one()
   idle_source* m_source = nullptr;
+  std::uint64_t m_busy_poll_ns = 0; //!< `CUAWAIT_BUSY_POLL_US` (see `set_idle_source`)
   std::atomic<timer_service*> m_timers{nullptr};
   //! Its coroutines suspended on reactor waits now (see `detail::execution_context::waits`).
   std::atomic<std::ptrdiff_t> m_waits{0};
   //! Posts ever made: a poll spinning on one wait returns when it changes.
   std::atomic<std::uint64_t> m_posts{0};
   [[nodiscard]] static bool spin_for_all() noexcept;
+  //! For `detail::tl_idle_poller` of a busy poll: nothing is spun on.
+  static bool always(const void*) noexcept;
   //! For `detail::tl_idle_poller`: `context` is a `posts_seen`.
   static bool posted_since(const void* context) noexcept;
   struct posts_seen {

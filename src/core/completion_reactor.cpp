@@ -210,6 +210,15 @@ std::size_t completion_reactor::lane_count() const {
 
 bool completion_reactor::submit(wait_node& w) noexcept {
   bool submit_failed_all = false;
+  // A costly query (a driver call) is made before the lock, so that submissions and sweeps
+  // of other threads do not wait for it; its answer counts only if `w` becomes its lane's
+  // oldest wait (only the oldest may be asked).
+  const bool asked_early = m_source->costly_query(w) && m_source->unlocked_queries();
+  completion_status early{};
+  if (asked_early) {
+    m_counters.queries.fetch_add(1, std::memory_order_relaxed);
+    early = m_source->query(w);
+  }
   do {
     const std::lock_guard lock(m_mutex);
     reactor_lane* lane = nullptr;
@@ -224,8 +233,10 @@ bool completion_reactor::submit(wait_node& w) noexcept {
     if (new_head) {
       // Only the oldest of a lane may be asked; this one is, so an already finished
       // operation costs one query and no suspension.
-      m_counters.queries.fetch_add(1, std::memory_order_relaxed);
-      const completion_status st = m_source->query(w);
+      if (!asked_early) {
+        m_counters.queries.fetch_add(1, std::memory_order_relaxed);
+      }
+      const completion_status st = asked_early ? early : m_source->query(w);
       if (st.state != completion_state::pending) {
         w.status = st;
         w.resolved_ns = 0;
@@ -585,6 +596,9 @@ std::size_t completion_reactor::end_stops() noexcept {
 completion_reactor::head_outcome
 completion_reactor::resolve_head_locked(reactor_lane& lane, bool probe,
                                         sweep_tally& tally) noexcept {
+  if (query_later_locked(lane, probe)) {
+    return head_outcome::pending; // asked about after the lock
+  }
   ++tally.queries;
   const completion_status st = probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
   if (st.state == completion_state::pending) {
@@ -652,7 +666,9 @@ bool completion_reactor::sweep_lanes_locked(std::vector<reactor_lane*>& lanes,
   m_hot.clear();
   for (std::size_t i = 0; i < lanes.size();) {
     reactor_lane& lane = *lanes[i];
-    if (lane.head != nullptr) { // (a lane emptied by a withdrawal has none: only dropped)
+    // (A lane emptied by a withdrawal has no head: only dropped. A costly head is asked
+    // about after the lock.)
+    if (lane.head != nullptr && !query_later_locked(lane, probe)) {
       ++tally.queries;
       const completion_status st =
           probe ? m_source->probe(*lane.head) : m_source->query(*lane.head);
@@ -913,8 +929,79 @@ std::size_t completion_reactor::poll_waits() {
     }
     n += stopped;
   }
+  n += query_deferred();
   post_batch(stops);
   run_ready_inline();
+  return n;
+}
+
+std::vector<completion_reactor::deferred_query>& completion_reactor::deferred_queries() noexcept {
+  thread_local std::vector<deferred_query> list;
+  return list;
+}
+
+bool completion_reactor::query_later_locked(reactor_lane& lane, bool probe) noexcept {
+  if (probe || !m_source->costly_query(*lane.head) || !m_source->unlocked_queries()) {
+    return false;
+  }
+  if (lane.claimed) {
+    return true; // another thread asks about it now (or this sweep already does)
+  }
+  try {
+    const wait_node& head = *lane.head;
+    deferred_queries().push_back({&lane, head.lane_key, head.token, head.source_data,
+                                  head.operation, lane.pops.load(std::memory_order_relaxed),
+                                  completion_status{}});
+  } catch (...) {
+    return false; // out of memory: asked about now, under the lock
+  }
+  lane.claimed = true; // kept (not forgotten, not claimed twice) until query_deferred
+  m_claimed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+std::size_t completion_reactor::query_deferred() noexcept {
+  std::vector<deferred_query>& list = deferred_queries();
+  if (list.empty()) {
+    return 0;
+  }
+  for (deferred_query& d : list) {
+    wait_node copy;
+    copy.lane_key = d.lane_key;
+    copy.token = d.token;
+    copy.source_data = d.source_data;
+    copy.operation = d.operation;
+    d.status = m_source->query(copy);
+  }
+  m_counters.queries.fetch_add(list.size(), std::memory_order_relaxed);
+  std::size_t n = 0;
+  {
+    const std::lock_guard lock(m_mutex);
+    for (const deferred_query& d : list) {
+      reactor_lane& lane = *d.lane;
+      lane.claimed = false;
+      m_claimed.fetch_sub(1, std::memory_order_relaxed);
+      if (d.status.state == completion_state::pending || lane.head == nullptr ||
+          lane.pops.load(std::memory_order_relaxed) != d.pops) {
+        continue; // still running, or no longer the head it was asked about
+      }
+      if (d.status.state == completion_state::context_lost) {
+        n += m_pending_count.load(std::memory_order_relaxed);
+        fail_all_locked(completion_state::context_lost, d.status.error);
+        continue; // the other lanes are empty now: their claims only end
+      }
+      resolve_locked(*lane.head, d.status);
+      ++n;
+      if (lane.head == nullptr) {
+        deactivate_locked(lane);
+      }
+    }
+    if (n != 0) {
+      m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
+      m_spin_lapsed.store(false, std::memory_order_relaxed);
+    }
+  }
+  list.clear();
   return n;
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/run_loop.hpp"
 
+#include "busy_poll.hpp"
+
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/trampoline.hpp"
 
@@ -8,6 +10,8 @@
 #include <string_view>
 
 namespace cuawait {
+
+run_loop::run_loop() : m_busy_poll_ns(detail::busy_poll_period_ns()) {}
 
 run_loop::~run_loop() { poll(); }
 
@@ -33,6 +37,8 @@ bool run_loop::spin_for_all() noexcept {
   }();
   return all;
 }
+
+bool run_loop::always(const void*) noexcept { return true; }
 
 bool run_loop::posted_since(const void* context) noexcept {
   const auto& p = *static_cast<const posts_seen*>(context);
@@ -81,18 +87,48 @@ void run_loop::wait(std::unique_lock<std::mutex>& lock, Ready&& ready) {
   }
 }
 
-void run_loop::run() {
+void run_loop::run() { drive(m_finish, true); }
+
+bool run_loop::busy_poll_due(std::uint64_t& since) const noexcept {
+  if (m_busy_poll_ns == 0 || m_source == nullptr ||
+      (m_waits.load(std::memory_order_relaxed) <= 0 && !spin_for_all())) {
+    return false; // only for its own waits, as when it runs dry (see poll_source)
+  }
+  const std::uint64_t now = detail::steady_ns();
+  if (now - since < m_busy_poll_ns) {
+    return false;
+  }
+  since = now;
+  return m_source->idle_pending();
+}
+
+void run_loop::drive(bool& stop, bool consume) {
+  std::uint64_t busy_since = m_busy_poll_ns != 0 ? detail::steady_ns() : 0;
   for (;;) {
     std::unique_lock lock(m_mutex);
-    const auto ready = [this] { return m_finish || !m_queue.empty(); };
+    const auto ready = [&] { return stop || !m_queue.empty(); };
+    if (m_busy_poll_ns != 0 && m_source != nullptr && m_queue.empty()) {
+      busy_since = detail::steady_ns(); // ran dry: it polls below if it has waits
+    }
     poll_source(lock, ready);
     wait(lock, ready);
     if (!ready()) {
       continue; // a nap ended: poll again
     }
-    if (m_finish) {
-      m_finish = false;
+    if (stop) {
+      if (consume) {
+        stop = false;
+      }
       return;
+    }
+    if (busy_poll_due(busy_since)) {
+      // Never ran dry for a period: poll once, nothing spun on, then look again (the poll
+      // may have posted, finished or stopped the loop).
+      lock.unlock();
+      detail::tl_idle_poller = {&always, nullptr, nullptr};
+      (void)m_source->poll_busy();
+      detail::tl_idle_poller = {};
+      continue;
     }
     const auto [h, p] = m_queue.pop();
     lock.unlock();
@@ -124,24 +160,6 @@ std::size_t run_loop::poll() {
     lock.unlock();
     execute(h, p);
     ++n;
-  }
-}
-
-void run_loop::run_until(const bool& done) {
-  for (;;) {
-    std::unique_lock lock(m_mutex);
-    const auto ready = [&] { return done || !m_queue.empty(); };
-    poll_source(lock, ready);
-    wait(lock, ready);
-    if (!ready()) {
-      continue; // a nap ended: poll again
-    }
-    if (done) {
-      return;
-    }
-    const auto [h, p] = m_queue.pop();
-    lock.unlock();
-    execute(h, p);
   }
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuawait/thread_pool.hpp"
 
+#include "busy_poll.hpp"
+
 #include "cuawait/detail/cpu_relax.hpp"
 #include "cuawait/detail/pool_queue.hpp"
 #include "cuawait/detail/trampoline.hpp"
@@ -77,12 +79,6 @@ struct alignas(64) locked_queue {
   }
 };
 
-std::uint64_t clock_ns() noexcept {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
 //! One worker's counters (thread_pool_stats). Written by the worker only, read by stats():
 //! relaxed atomics, updated with a load and a store (no read-modify-write).
 struct alignas(64) worker_meter {
@@ -98,7 +94,7 @@ struct alignas(64) worker_meter {
     if (busy.load(std::memory_order_relaxed) == to_busy) {
       return;
     }
-    const std::uint64_t now = clock_ns();
+    const std::uint64_t now = detail::steady_ns();
     add(to_busy ? idle_ns : busy_ns, now - since_ns.load(std::memory_order_relaxed));
     since_ns.store(now, std::memory_order_relaxed);
     busy.store(to_busy, std::memory_order_relaxed);
@@ -121,10 +117,9 @@ constexpr int idle_spin_rounds = 32;
 //! Every this many picks a worker looks at the injection queue first (fairness).
 constexpr unsigned injection_fairness_period = 61;
 
-//! How often a pool whose workers never run out of work still polls its idle source (see
-//! `thread_pool::impl::poll_while_busy`): 50 us by default; `CUAWAIT_BUSY_POLL_US=N` sets
-//! it (0: never, the rule before, for comparison).
-std::uint64_t busy_poll_period_ns() {
+} // namespace
+
+std::uint64_t detail::busy_poll_period_ns() {
   const char* v = std::getenv("CUAWAIT_BUSY_POLL_US");
   if (v == nullptr || *v == '\0') {
     return 50'000;
@@ -137,8 +132,6 @@ std::uint64_t busy_poll_period_ns() {
   }
   return static_cast<std::uint64_t>(us) * 1000;
 }
-
-} // namespace
 
 struct thread_pool::impl {
   impl(thread_pool& owner, std::size_t n)
@@ -172,7 +165,7 @@ struct thread_pool::impl {
   std::atomic<bool> poller_taken{false};
   std::atomic<std::uint64_t> kicks{0};
   //! Busy polling: no worker of a busy pool polls before this time (steady clock, ns).
-  const std::uint64_t busy_poll_ns = busy_poll_period_ns();
+  const std::uint64_t busy_poll_ns = detail::busy_poll_period_ns();
   std::atomic<std::uint64_t> next_busy_poll{0};
   //! Per worker: its coroutines suspended on reactor waits now (see
   //! `detail::execution_context::waits`; counted where they suspended), and whether it
@@ -252,7 +245,7 @@ struct thread_pool::impl {
     if (spinners.load(std::memory_order_relaxed) != 0) {
       return; // a spinning worker polls anyway (checked before the clock is read)
     }
-    const std::uint64_t now = clock_ns();
+    const std::uint64_t now = detail::steady_ns();
     std::uint64_t next = next_busy_poll.load(std::memory_order_relaxed);
     if (now < next || now - busy_since < busy_poll_ns ||
         !next_busy_poll.compare_exchange_strong(next, now + busy_poll_ns,
@@ -353,7 +346,7 @@ struct thread_pool::impl {
     source_users.fetch_sub(1);
     sleepers.fetch_add(1);
     if (!any_work_visible() && !stopping.load()) {
-      const std::uint64_t t0 = clock_ns();
+      const std::uint64_t t0 = detail::steady_ns();
       std::unique_lock lock(park_mutex);
       park_cv.wait_for(lock, period, [&] {
         return wake_tokens > 0 || stopping.load() || kicks.load() != kicked;
@@ -361,7 +354,7 @@ struct thread_pool::impl {
       if (wake_tokens > 0) {
         --wake_tokens;
       }
-      worker_meter::add(meters[tl_worker.index].parked_ns, clock_ns() - t0);
+      worker_meter::add(meters[tl_worker.index].parked_ns, detail::steady_ns() - t0);
     }
     sleepers.fetch_sub(1);
     poller_taken.store(false);
@@ -470,13 +463,13 @@ struct thread_pool::impl {
       return !stop || any_work_visible();
     }
     {
-      const std::uint64_t t0 = clock_ns();
+      const std::uint64_t t0 = detail::steady_ns();
       std::unique_lock lock(park_mutex);
       park_cv.wait(lock, [this] { return wake_tokens > 0 || stopping.load(); });
       if (wake_tokens > 0) {
         --wake_tokens;
       }
-      worker_meter::add(meters[tl_worker.index].parked_ns, clock_ns() - t0);
+      worker_meter::add(meters[tl_worker.index].parked_ns, detail::steady_ns() - t0);
     }
     sleepers.fetch_sub(1);
     return true;
@@ -488,14 +481,14 @@ struct thread_pool::impl {
       on_start(self);
     }
     worker_meter& meter = meters[self];
-    meter.since_ns.store(clock_ns(), std::memory_order_relaxed);
+    meter.since_ns.store(detail::steady_ns(), std::memory_order_relaxed);
     unsigned tick = 0;
     std::coroutine_handle<> h;
     priority p = priority::normal;
     // Busy from the start and from each return of park() (work is visible then) until a
     // search finds nothing: a pick itself touches no counter.
     meter.turn(true);
-    std::uint64_t busy_since = busy_poll_ns != 0 ? clock_ns() : 0;
+    std::uint64_t busy_since = busy_poll_ns != 0 ? detail::steady_ns() : 0;
     for (;;) {
       // Only with work queued for this worker: one about to run dry polls idle instead.
       if (busy_poll_ns != 0 && source.load(std::memory_order_relaxed) != nullptr &&
@@ -513,7 +506,7 @@ struct thread_pool::impl {
         }
         meter.turn(true);
         if (busy_poll_ns != 0) {
-          busy_since = clock_ns();
+          busy_since = detail::steady_ns();
         }
       }
     }
@@ -642,7 +635,7 @@ thread_pool_stats thread_pool::stats() const {
   impl& s = *m_impl;
   thread_pool_stats out;
   out.workers = s.queues.size();
-  const std::uint64_t now = clock_ns();
+  const std::uint64_t now = detail::steady_ns();
   for (std::size_t i = 0; i < out.workers; ++i) {
     const worker_meter& m = s.meters[i];
     out.busy_ns += m.busy_ns.load(std::memory_order_relaxed);

@@ -407,6 +407,11 @@ public:
     }
   }
   strategy kind() const noexcept override { return strategy::timeline; }
+  // An event marker's query is a driver call (cudaEventQuery), made outside the reactor's lock
+  // so that the submissions of other threads do not queue behind it; a word is read under it.
+  bool costly_query(const wait_node& w) const noexcept override {
+    return w.source_data == nullptr || w.source_data == &g_owned_tag;
+  }
   // A query is a read of the stream's counter word (or cudaEventQuery on a pooled event,
   // thread-safe): a thread may watch its own lane without the reactor's lock. Sweeps stay
   // serialised: reading every lane's word under one lock is cheaper than claims.

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stop_token>
 #include <unordered_map>
@@ -24,9 +25,14 @@ public:
   //! `parallel`: the reactor may query from several idle threads at once, outside its lock
   //! (`completion_source::parallel_queries`); `unlocked`: only outside it, for a thread's
   //! own lane (`completion_source::unlocked_queries`); `query` is thread-safe either way.
+  //! `costly`: every query is costly (`completion_source::costly_query`), as a driver call.
   explicit fake_completion_source(bool notifies = false, bool parallel = false,
-                                  bool unlocked = false)
-      : m_notifies(notifies), m_parallel(parallel), m_unlocked(parallel || unlocked) {}
+                                  bool unlocked = false, bool costly = false)
+      : m_notifies(notifies), m_parallel(parallel), m_unlocked(parallel || unlocked),
+        m_costly(costly) {}
+
+  //! Called at the start of every query, on the querying thread. Set before any wait.
+  void set_query_hook(std::function<void()> hook) { m_hook = std::move(hook); }
 
   //! The reactor to notify on each completion (when constructed with notifies = true).
   void attach(completion_reactor* r) { m_reactor.store(r); }
@@ -51,6 +57,9 @@ public:
 
   completion_status query(const detail::wait_node& w) noexcept override {
     m_queries.fetch_add(1, std::memory_order_relaxed);
+    if (m_hook) {
+      m_hook();
+    }
     const std::lock_guard lock(m_mutex);
     if (m_lost_error != 0) {
       return {completion_state::context_lost, m_lost_error};
@@ -64,6 +73,9 @@ public:
   [[nodiscard]] bool notifies() const noexcept override { return m_notifies; }
   [[nodiscard]] bool parallel_queries() const noexcept override { return m_parallel; }
   [[nodiscard]] bool unlocked_queries() const noexcept override { return m_unlocked; }
+  [[nodiscard]] bool costly_query(const detail::wait_node&) const noexcept override {
+    return m_costly;
+  }
 
   [[nodiscard]] std::uint64_t queries() const { return m_queries.load(); }
   [[nodiscard]] std::uint64_t retired() const { return m_retired.load(); }
@@ -78,6 +90,8 @@ private:
   bool m_notifies;
   bool m_parallel;
   bool m_unlocked;
+  bool m_costly;
+  std::function<void()> m_hook;
   std::atomic<completion_reactor*> m_reactor{nullptr};
   std::mutex m_mutex;
   std::unordered_map<std::uint64_t, completion_status> m_status;
