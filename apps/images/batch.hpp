@@ -37,6 +37,9 @@ struct batch_config {
   //! Coro mode on the GPU: the devices images are spread over (a `device_scheduler`); fewer
   //! than two: the current device, as without the option.
   std::vector<int> devices;
+  //! Coro mode: images in flight at most, besides the memory budget (0: no bound but the
+  //! budget). See `default_max_in_flight`.
+  std::size_t max_in_flight = 0;
 };
 
 //! What became of one job.

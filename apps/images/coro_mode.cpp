@@ -93,27 +93,35 @@ std::size_t default_stream_count(int threads) noexcept {
   return std::clamp<std::size_t>(2 * static_cast<std::size_t>(std::max(1, threads)), 8, 32);
 }
 
-std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint) {
+std::size_t default_max_in_flight(int threads) noexcept {
+  return std::max<std::size_t>(8, 2 * static_cast<std::size_t>(std::max(1, threads)));
+}
+
+std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint,
+                             std::size_t max_images) {
   const std::size_t units = std::max<std::size_t>(1, memory_budget / memory_gate::unit);
   const std::size_t per_image =
       std::max<std::size_t>(1, (footprint + memory_gate::unit - 1) / memory_gate::unit);
-  return std::max<std::size_t>(1, units / per_image);
+  const std::size_t by_budget = std::max<std::size_t>(1, units / per_image);
+  return max_images == 0 ? by_budget : std::min(by_budget, max_images);
 }
 
 std::string in_flight_note(const batch& b, std::size_t memory_budget, std::size_t footprint) {
-  const std::string budget = "memory budget " + std::to_string(memory_budget >> 20) + " MiB";
+  const std::size_t cap = b.config().max_in_flight;
+  const std::string budget = "memory budget " + std::to_string(memory_budget >> 20) + " MiB" +
+                             (cap != 0 ? ", at most " + std::to_string(cap) + " images" : "");
   const bool synthetic = !b.jobs().empty() && b.jobs().front().source.empty();
   if (!synthetic || footprint == 0) {
-    return budget + " bounds the images in flight";
+    return budget + " bound the images in flight";
   }
-  const std::size_t images = images_in_flight(memory_budget, footprint);
+  const std::size_t images = images_in_flight(memory_budget, footprint, cap);
   const std::size_t n = std::min(images, b.jobs().size());
   return "up to " + std::to_string(n) + (n == 1 ? " image" : " images") + " in flight (" + budget +
          ")";
 }
 
 void run_coro_cpu(batch& b, std::size_t memory_budget) {
-  memory_gate gate(memory_budget);
+  memory_gate gate(memory_budget, b.config().max_in_flight);
   thread_pool pool(static_cast<std::size_t>(b.config().threads));
   b.log().recorder().name_executor(&pool, "pool"); // the trace's thread tracks
   b.set_concurrency_note(

@@ -44,9 +44,19 @@ void run_coro_cpu(batch& b, std::size_t memory_budget);
 //! 8 and at most 32 (more streams than that only add scheduling work on the GPU).
 [[nodiscard]] std::size_t default_stream_count(int threads) noexcept;
 
+//! The default bound on the images in flight of the coroutine mode for `threads` CPU
+//! threads: two per thread, at least 8. On small photos the memory budget alone let about
+//! 250 images of a quarter megapixel in at once for 16 threads; their buffers, touched for
+//! the first time, cost six times the threads mode's page faults, and the mode ran at
+//! 0.89-0.93x the threads mode. About 21 or 64 images ran at 0.98x (H100, 2026-12-07;
+//! docs/PERFORMANCE.md). Large images are bounded by the budget first (16 of 4 MP).
+[[nodiscard]] std::size_t default_max_in_flight(int threads) noexcept;
+
 //! Images of `footprint` bytes that `memory_budget` lets in at once (at least 1; the whole
-//! budget when `footprint` is 0), as the memory gate counts them.
-[[nodiscard]] std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint);
+//! budget when `footprint` is 0), as the memory gate counts them, and at most
+//! `max_images` (0: no bound).
+[[nodiscard]] std::size_t images_in_flight(std::size_t memory_budget, std::size_t footprint,
+                                           std::size_t max_images = 0);
 
 //! "up to N images in flight (memory budget M MiB)" for the summary; N is computed for the
 //! synthetic image size, or left out for a batch of files of varied sizes.

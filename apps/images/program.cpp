@@ -65,6 +65,7 @@ struct options {
   std::string progress = "auto";
   bool quiet = false;
   std::size_t memory_budget_mib = 0; // 0: default_memory_budget(threads)
+  std::size_t max_in_flight = 0;     // 0: default_max_in_flight(threads)
   std::size_t streams = 0;           // 0: default_stream_count(threads)
   std::vector<int> devices;          // coro mode on the GPU: spread over these devices
   std::uint64_t max_pixels = decode_limits{}.max_pixels;
@@ -149,6 +150,10 @@ void define_options(CLI::App& app, options& o) {
                  "coro mode: MiB of image buffers in flight (default: 96 per thread, at least "
                  "512, at most half of the physical memory)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-in-flight", o.max_in_flight,
+                 "coro mode: images in flight at most, besides the memory budget (default: 2 per "
+                 "thread, at least 8)")
+      ->check(CLI::Range(1, 1 << 24));
   app.add_option("--streams", o.streams,
                  "coro mode on the GPU: streams in the pool (default: 2 per thread, 8 to 32)")
       ->check(CLI::Range(1, 256));
@@ -563,6 +568,7 @@ int run_program(int argc, const char* const* argv, gpu_backend* gpu, rank_group*
   batch_config cfg;
   cfg.threads = o.threads > 0 ? o.threads
                               : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  cfg.max_in_flight = o.max_in_flight > 0 ? o.max_in_flight : default_max_in_flight(cfg.threads);
   cfg.write = !o.no_write;
   cfg.out_dir = o.output;
   cfg.seed = o.seed;

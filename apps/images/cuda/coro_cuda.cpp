@@ -630,7 +630,7 @@ void run_coro_devices(batch& b, std::size_t memory_budget, std::size_t stream_co
   options.threads = static_cast<std::size_t>(b.config().threads);
   options.devices = b.config().devices;
   runtime rt(options);
-  memory_gate gate(memory_budget);
+  memory_gate gate(memory_budget, b.config().max_in_flight);
   std::vector<std::unique_ptr<device_part>> parts;
   for (std::size_t k = 0; k < rt.devices().size(); ++k) {
     const cuda::context_scope here(rt.context(k));
@@ -642,8 +642,8 @@ void run_coro_devices(batch& b, std::size_t memory_budget, std::size_t stream_co
   cuda::device_scheduler sched(rt);
   const std::size_t pixels = b.jobs().empty() ? 0 : b.expected_pixels(0);
   const std::size_t footprint = gpu_image_footprint(pixels);
-  const std::size_t in_flight =
-      std::min(b.jobs().size(), images_in_flight(memory_budget, footprint));
+  const std::size_t in_flight = std::min(
+      b.jobs().size(), images_in_flight(memory_budget, footprint, b.config().max_in_flight));
   const std::string note = in_flight_note(b, memory_budget, footprint) + ", " +
                            std::to_string(stream_count) + " streams on each of " +
                            std::to_string(parts.size()) + " devices";
@@ -707,7 +707,7 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
       slot.jpeg = decoder->make_state();
     }
   }
-  memory_gate gate(memory_budget);
+  memory_gate gate(memory_budget, b.config().max_in_flight);
   const gpu::gpu_timeline timeline(b.log(), streams.at(0).get());
   const batched_decode batched(decoder.get(), rt, timeline, "nvJPEG lane", nullptr);
   gpu_context ctx{b, rt, streams, slots, gate, timeline, decoder.get(), {}};
@@ -731,8 +731,8 @@ void run_coro_cuda(batch& b, std::size_t memory_budget, std::size_t stream_count
   }
   const std::size_t pixels = b.jobs().empty() ? 0 : b.expected_pixels(0);
   const std::size_t footprint = gpu_image_footprint(pixels);
-  const std::size_t in_flight =
-      std::min(b.jobs().size(), images_in_flight(memory_budget, footprint));
+  const std::size_t in_flight = std::min(
+      b.jobs().size(), images_in_flight(memory_budget, footprint, b.config().max_in_flight));
   const std::string note = in_flight_note(b, memory_budget, footprint) + ", " +
                            std::to_string(stream_count) + " streams";
   b.set_concurrency_note(note + "; " + decode_note);

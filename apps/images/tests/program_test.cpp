@@ -187,8 +187,9 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
   EXPECT_NE(r.out.find("untimed, before: 3 synthetic inputs generated into memory"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("up to 3 images in flight (memory budget 512 MiB)"), std::string::npos)
-      << r.out; // the default budget lets the whole small batch in
+  EXPECT_NE(r.out.find("up to 3 images in flight (memory budget 512 MiB, at most 8 images)"),
+            std::string::npos)
+      << r.out; // the default budget and bound let the whole small batch in
   // What the process spent, for telling modes apart where their stage timings agree.
   const auto at = r.out.find("this process over the run and mode setup (");
   ASSERT_NE(at, std::string::npos) << r.out;
