@@ -573,6 +573,47 @@ TEST(IdlePolling, ACostlyQueryIsMadeWithoutTheReactorsLock) {
   EXPECT_EQ(under_lock.load(), 0) << "asked about a costly wait with the reactor's lock held";
 }
 
+// While nothing finishes, a costly lane is asked about by the sweeps once per 1/50 of
+// `stall_probe` (20 us by default), not at every poll: a thread polling over stalled event
+// markers would otherwise make a driver call per lane per poll (measured: 16 event lanes
+// cost 7-13 us per poll). Once its work finishes it is still found, within that pace.
+TEST(IdlePolling, AStalledCostlyLaneIsAskedAboutOncePerPaceNotAtEveryPoll) {
+  fake_completion_source source(false, false, true, true);
+  completion_reactor reactor(source, without_thread()); // stall_probe 1 ms: a pace of 20 us
+  source.attach(&reactor);
+  bool resumed = false;
+  auto body = [&]() -> ca::test::owned_coroutine {
+    resumed = (co_await fake_wait(reactor, 1, 8)).state == completion_state::done;
+  };
+  ca::test::owned_coroutine c = body();
+  ASSERT_EQ(reactor.pending(), 1U);
+  const auto stalled_from = std::chrono::steady_clock::now() + 2ms; // past stall_probe
+  while (std::chrono::steady_clock::now() < stalled_from) {
+    (void)reactor.poll();
+  }
+  const std::uint64_t q0 = source.queries();
+  std::uint64_t polls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 4ms) {
+    (void)reactor.poll();
+    ++polls;
+  }
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t asked = source.queries() - q0;
+  // One ask per 20 us, plus a probe sweep (one per lane) at most every ms, plus slack.
+  const double bound = us / 20.0 + us / 1000.0 + 5.0;
+  EXPECT_LE(static_cast<double>(asked), bound) << polls << " polls in " << us << " us";
+  EXPECT_GT(static_cast<double>(polls), 2.0 * bound) << "too few polls to tell (slow machine)";
+  source.complete(8);
+  const auto give_up = std::chrono::steady_clock::now() + 1s;
+  while (!resumed && std::chrono::steady_clock::now() < give_up) {
+    (void)reactor.poll();
+  }
+  EXPECT_TRUE(resumed) << "a paced costly lane was never asked about again";
+  c.handle.destroy();
+}
+
 TEST(IdlePolling, DetachingTheSourceReturnsOnceNoWorkerUsesIt) {
   // Each round: a reactor polled by spinning workers is detached and destroyed at once;
   // TSan/ASan report any worker still inside it.

@@ -336,6 +336,8 @@ private:
 
   completion_source* m_source;
   reactor_options m_options; // as given, with the environment's overrides (CUAWAIT_OWN_LANE...)
+  // m_source->unlocked_queries(), read once (costly queries are made outside the lock only then)
+  bool m_unlocked_queries;
   reactor_trace m_trace{};
 
   // Guards lanes, nodes, the ready list. A spinning lock: the idle poll takes it again and
@@ -376,6 +378,11 @@ private:
   // Lanes in m_active and in the busy groups: written under m_mutex, read also without it.
   std::atomic<std::size_t> m_active_lanes{0};
   std::size_t m_claim_cursor = 0; // guarded by m_mutex
+  // The sweep under way (guarded by m_mutex): nothing finished for `stall_probe` before it
+  // (costly lanes are then paced, see query_later_locked), and its clock reading.
+  bool m_sweep_stalled = false;
+  std::uint64_t m_sweep_now_ns = 0;
+  bool m_sweep_deferred = false; // it claimed a costly lane (query_deferred has work)
   void (*m_idle_waker)(void*) noexcept = nullptr;
   void* m_idle_waker_context = nullptr;
 

@@ -39,6 +39,9 @@ struct reactor_lane {
   bool active = false;             // in m_active, or in group->lanes
   lane_group* group = nullptr;     // while active: the group it is listed in (nullptr: m_active)
   bool claimed = false;            // an idle thread queries the head outside the lock
+  // A costly head (completion_source::costly_query) is asked about by a sweep no sooner than
+  // this while nothing finishes (see query_later_locked).
+  std::uint64_t costly_next_ns = 0;
   // Changes (under the lock) whenever a node leaves the lane: a claimer that finds it
   // changed knows that the head it copied is gone. Read without the lock by the claimer.
   std::atomic<std::uint64_t> pops{0};
@@ -142,7 +145,8 @@ bool completion_reactor::reactor_lock_sleeps() noexcept {
 }
 
 completion_reactor::completion_reactor(completion_source& source, reactor_options options)
-    : m_source(&source), m_options(with_overrides(std::move(options))) {
+    : m_source(&source), m_options(with_overrides(std::move(options))),
+      m_unlocked_queries(source.unlocked_queries()) {
   m_last_progress_ns.store(now_ns(), std::memory_order_relaxed);
   m_load.created_ns = m_last_progress_ns.load(std::memory_order_relaxed);
   if (m_options.start_thread) {
@@ -213,7 +217,7 @@ bool completion_reactor::submit(wait_node& w) noexcept {
   // A costly query (a driver call) is made before the lock, so that submissions and sweeps
   // of other threads do not wait for it; its answer counts only if `w` becomes its lane's
   // oldest wait (only the oldest may be asked).
-  const bool asked_early = m_source->costly_query(w) && m_source->unlocked_queries();
+  const bool asked_early = m_unlocked_queries && m_source->costly_query(w);
   completion_status early{};
   if (asked_early) {
     m_counters.queries.fetch_add(1, std::memory_order_relaxed);
@@ -898,6 +902,7 @@ void completion_reactor::companion_work(std::ptrdiff_t delta) noexcept {
 
 std::size_t completion_reactor::poll_waits() {
   std::size_t n = 0;
+  bool deferred = false; // this sweep left costly queries for after the lock
   resume_batch stops;
   {
     const std::lock_guard lock(m_mutex);
@@ -906,10 +911,15 @@ std::size_t completion_reactor::poll_waits() {
         m_stop_head.load(std::memory_order_relaxed) != nullptr ? take_stops_locked(stops) : 0;
     const std::uint64_t now = now_ns();
     const auto probe_after = static_cast<std::uint64_t>(m_options.stall_probe.count());
-    const bool probe = m_active_lanes.load(std::memory_order_relaxed) != 0 &&
-                       now - m_last_progress_ns.load(std::memory_order_relaxed) >= probe_after &&
-                       now >= m_next_probe_ns;
+    const bool stalled =
+        elapsed(now, m_last_progress_ns.load(std::memory_order_relaxed)) >= probe_after;
+    const bool probe =
+        m_active_lanes.load(std::memory_order_relaxed) != 0 && stalled && now >= m_next_probe_ns;
+    m_sweep_stalled = stalled;
+    m_sweep_now_ns = now;
+    m_sweep_deferred = false;
     n = sweep_locked(probe);
+    deferred = m_sweep_deferred;
     if (probe) {
       // A probe is a driver call per lane (about 0.3 us each): over thousands of stalled
       // lanes one takes longer than `stall_probe`, and probing again at once would spend the
@@ -929,7 +939,9 @@ std::size_t completion_reactor::poll_waits() {
     }
     n += stopped;
   }
-  n += query_deferred();
+  if (deferred) {
+    n += query_deferred();
+  }
   post_batch(stops);
   run_ready_inline();
   return n;
@@ -941,11 +953,22 @@ std::vector<completion_reactor::deferred_query>& completion_reactor::deferred_qu
 }
 
 bool completion_reactor::query_later_locked(reactor_lane& lane, bool probe) noexcept {
-  if (probe || !m_source->costly_query(*lane.head) || !m_source->unlocked_queries()) {
+  if (probe || !m_unlocked_queries || !m_source->costly_query(*lane.head)) {
     return false;
   }
   if (lane.claimed) {
     return true; // another thread asks about it now (or this sweep already does)
+  }
+  if (m_sweep_stalled) {
+    // Nothing has finished for `stall_probe`: a stalled costly lane is asked about once per
+    // 1/50 of it (20 us by default), not at every poll, so that a thread polling over stalled
+    // event markers does not make a driver call per lane per poll. (Its own-lane watcher and
+    // the probe sweeps still ask.)
+    if (m_sweep_now_ns < lane.costly_next_ns) {
+      return true;
+    }
+    lane.costly_next_ns =
+        m_sweep_now_ns + static_cast<std::uint64_t>(m_options.stall_probe.count()) / 50;
   }
   try {
     const wait_node& head = *lane.head;
@@ -957,6 +980,7 @@ bool completion_reactor::query_later_locked(reactor_lane& lane, bool probe) noex
   }
   lane.claimed = true; // kept (not forgotten, not claimed twice) until query_deferred
   m_claimed.fetch_add(1, std::memory_order_relaxed);
+  m_sweep_deferred = true;
   return true;
 }
 
