@@ -174,6 +174,8 @@ TEST(Program, BadArgumentsExitWithUsageCode) {
   EXPECT_EQ(run({"--mode=fast"}).code, ci::exit_usage);
   EXPECT_EQ(run({"--size", "0"}).code, ci::exit_usage);
   EXPECT_EQ(run({"--size", "12y4"}).code, ci::exit_usage);
+  EXPECT_EQ(run({"--max-in-flight", "0"}).code, ci::exit_usage);
+  EXPECT_EQ(run({"--max-in-flight", "many"}).code, ci::exit_usage);
   EXPECT_EQ(run({"--help"}).code, ci::exit_ok);
   EXPECT_EQ(run({"some.png", "--count", "3"}).code, ci::exit_usage);
 }
@@ -190,6 +192,13 @@ TEST(Program, SummarySaysWhatTheTimedRegionContains) {
   EXPECT_NE(r.out.find("up to 3 images in flight (memory budget 512 MiB, at most 8 images)"),
             std::string::npos)
       << r.out; // the default budget and bound let the whole small batch in
+  const run_result capped =
+      run({"--backend=cpu", "--no-write", "-q", "--threads", "2", "--count", "5", "--size", "16",
+           "--max-in-flight", "2", "-o", (dir.path() / "out").string()});
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_NE(capped.out.find("up to 2 images in flight (memory budget 512 MiB, at most 2 images)"),
+            std::string::npos)
+      << capped.out;
   // What the process spent, for telling modes apart where their stage timings agree.
   const auto at = r.out.find("this process over the run and mode setup (");
   ASSERT_NE(at, std::string::npos) << r.out;
