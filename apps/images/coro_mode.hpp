@@ -48,7 +48,7 @@ void run_coro_cpu(batch& b, std::size_t memory_budget);
 //! threads: two per thread, at least 8. On small photos the memory budget alone let about
 //! 250 images of a quarter megapixel in at once for 16 threads; their buffers, touched for
 //! the first time, cost six times the threads mode's page faults, and the mode ran at
-//! 0.89-0.93x the threads mode. About 21 or 64 images ran at 0.98x (H100, 2026-12-07;
+//! 0.89-0.93x the threads mode; with this bound 1.10-1.12x (H100, 2026-12-07;
 //! docs/PERFORMANCE.md). Large images are bounded by the budget first (16 of 4 MP).
 [[nodiscard]] std::size_t default_max_in_flight(int threads) noexcept;
 
