@@ -343,7 +343,11 @@ public:
     {
       const std::lock_guard lock(m_mutex); // the lane table only
       lp = &lane_for(s);
-      ring = m_batch != nullptr && m_lanes.size() >= bells_from &&
+      // Under `auto` a word is used only once 16 event markers are outstanding, and streams
+      // awaited with events never enter this table: counting its streams would leave the first
+      // 512 words of a stall without a doorbell (read at every poll). There, every word rings.
+      ring = m_batch != nullptr &&
+             (m_lanes.size() >= bells_from || rule() == marker_rule::automatic) &&
              m_bells.load(std::memory_order_relaxed);
     }
     lane& l = *lp;
