@@ -310,13 +310,13 @@ private:
   //! claimed by a sweep under the lock and asked about after it (`query_deferred`).
   struct deferred_query {
     detail::reactor_lane* lane = nullptr;
-    const void* lane_key = nullptr; // the awaiter fields of the head, copied
-    std::uint64_t token = 0;
-    void* source_data = nullptr;
-    const char* operation = nullptr;
+    detail::wait_node copy; // the head's awaiter fields (`awaiter_fields`)
     std::uint64_t pops = 0; // the lane's pops when claimed: a change voids the answer
     completion_status status{};
   };
+  //! A node holding only `w`'s awaiter fields (what a source may be asked about outside
+  //! the lock: `completion_source::parallel_queries`).
+  static detail::wait_node awaiter_fields(const detail::wait_node& w) noexcept;
   //! The calling thread's deferred queries (reused: no allocation once grown).
   static std::vector<deferred_query>& deferred_queries() noexcept;
   //! Under the lock: true when the head of `lane` is to be asked about after the lock (a

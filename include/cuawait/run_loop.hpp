@@ -171,8 +171,6 @@ private:
   //! Posts ever made: a poll spinning on one wait returns when it changes.
   std::atomic<std::uint64_t> m_posts{0};
   [[nodiscard]] static bool spin_for_all() noexcept;
-  //! For `detail::tl_idle_poller` of a busy poll: nothing is spun on.
-  static bool always(const void*) noexcept;
   //! For `detail::tl_idle_poller`: `context` is a `posts_seen`.
   static bool posted_since(const void* context) noexcept;
   struct posts_seen {

@@ -947,6 +947,15 @@ std::size_t completion_reactor::poll_waits() {
   return n;
 }
 
+wait_node completion_reactor::awaiter_fields(const wait_node& w) noexcept {
+  wait_node copy;
+  copy.lane_key = w.lane_key;
+  copy.token = w.token;
+  copy.source_data = w.source_data;
+  copy.operation = w.operation;
+  return copy;
+}
+
 std::vector<completion_reactor::deferred_query>& completion_reactor::deferred_queries() noexcept {
   thread_local std::vector<deferred_query> list;
   return list;
@@ -971,10 +980,8 @@ bool completion_reactor::query_later_locked(reactor_lane& lane, bool probe) noex
         m_sweep_now_ns + static_cast<std::uint64_t>(m_options.stall_probe.count()) / 50;
   }
   try {
-    const wait_node& head = *lane.head;
-    deferred_queries().push_back({&lane, head.lane_key, head.token, head.source_data,
-                                  head.operation, lane.pops.load(std::memory_order_relaxed),
-                                  completion_status{}});
+    deferred_queries().push_back({&lane, awaiter_fields(*lane.head),
+                                  lane.pops.load(std::memory_order_relaxed), completion_status{}});
   } catch (...) {
     return false; // out of memory: asked about now, under the lock
   }
@@ -985,17 +992,9 @@ bool completion_reactor::query_later_locked(reactor_lane& lane, bool probe) noex
 }
 
 std::size_t completion_reactor::query_deferred() noexcept {
-  std::vector<deferred_query>& list = deferred_queries();
-  if (list.empty()) {
-    return 0;
-  }
+  std::vector<deferred_query>& list = deferred_queries(); // not empty: a sweep claimed
   for (deferred_query& d : list) {
-    wait_node copy;
-    copy.lane_key = d.lane_key;
-    copy.token = d.token;
-    copy.source_data = d.source_data;
-    copy.operation = d.operation;
-    d.status = m_source->query(copy);
+    d.status = m_source->query(d.copy);
   }
   m_counters.queries.fetch_add(list.size(), std::memory_order_relaxed);
   std::size_t n = 0;
@@ -1149,11 +1148,7 @@ std::size_t completion_reactor::poll_claimed_lane(const void* own_key, bool* own
     if (lane != nullptr) {
       lane->claimed = true;
       m_claimed.fetch_add(1, std::memory_order_relaxed);
-      const wait_node& head = *lane->head;
-      copy.lane_key = head.lane_key;
-      copy.token = head.token;
-      copy.source_data = head.source_data;
-      copy.operation = head.operation;
+      copy = awaiter_fields(*lane->head);
       pops = lane->pops.load(std::memory_order_relaxed);
     }
   }

@@ -38,8 +38,6 @@ bool run_loop::spin_for_all() noexcept {
   return all;
 }
 
-bool run_loop::always(const void*) noexcept { return true; }
-
 bool run_loop::posted_since(const void* context) noexcept {
   const auto& p = *static_cast<const posts_seen*>(context);
   return p.loop->m_posts.load(std::memory_order_relaxed) != p.seen;
@@ -125,7 +123,7 @@ void run_loop::drive(bool& stop, bool consume) {
       // Never ran dry for a period: poll once, nothing spun on, then look again (the poll
       // may have posted, finished or stopped the loop).
       lock.unlock();
-      detail::tl_idle_poller = {&always, nullptr, nullptr};
+      detail::tl_idle_poller = detail::busy_poller;
       (void)m_source->poll_busy();
       detail::tl_idle_poller = {};
       continue;

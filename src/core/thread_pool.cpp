@@ -222,7 +222,7 @@ struct thread_pool::impl {
     tl_worker.polling = true;
     tl_worker.polled_posts = 0;
     detail::tl_idle_poller =
-        busy ? detail::idle_poller{&always, nullptr, nullptr}
+        busy ? detail::busy_poller
              : detail::idle_poller{&work_for_me, this, &states[tl_worker.index].waits};
     const std::size_t resolved = busy ? src.poll_busy() : src.poll_idle();
     detail::tl_idle_poller = {};
@@ -233,8 +233,6 @@ struct thread_pool::impl {
     }
     return resolved != 0 || posts != 0;
   }
-
-  static bool always(const void*) noexcept { return true; }
 
   //! A worker that has been running work without a break since `busy_since` polls the
   //! source once, at most one worker per `busy_poll_ns` and none while another worker spins
